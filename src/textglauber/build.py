@@ -1,0 +1,166 @@
+"""Execute the chapters of a profile with papermill, then build the book with Jupyter Book 1.
+
+    python -m textglauber.build --profile smoke                 # every chapter, then the site
+    python -m textglauber.build --profile smoke --chapter incompatibility
+    python -m textglauber.build --profile smoke --no-execute    # rebuild the site only
+
+Layout (all build products, none tracked):
+
+- ``_build/<profile>/``          staging copy of the book: _config.yml, _toc.yml, book/*.md and
+                                 the executed notebooks (sources stay clean);
+- ``_build/<profile>/_build/html`` the site;
+- ``results/<profile>/<chapter>/`` parquet tables and manifest.json written by each chapter.
+
+Every model a selected chapter names is resolved before anything runs, so a missing model
+gives one clear message and no compute is spent.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import params as P
+from .results import repo_root
+
+BOOK_FILES = ("_config.yml", "_toc.yml")
+QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error",
+             "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
+
+
+def preflight(profile: str, chapters: list[str]) -> None:
+    from .models import ModelUnavailableError, check_available
+
+    spec = P.load_profile(profile)
+    names = []
+    for ch in chapters:
+        prm = P.chapter_parameters(profile, ch)
+        if prm.get("on_missing_model", "fail") == "fail":
+            names += P.model_names(prm)
+    try:
+        check_available(sorted(set(names)))
+    except ModelUnavailableError as exc:
+        raise SystemExit(f"profile {profile!r} cannot run: \n{exc}") from None
+    del spec
+
+
+def stage(profile: str, build_root: Path) -> Path:
+    root = repo_root()
+    dst = build_root / profile
+    (dst / "book").mkdir(parents=True, exist_ok=True)
+    for f in BOOK_FILES:
+        shutil.copy2(root / f, dst / f)
+    for f in (root / "book").iterdir():
+        if f.suffix == ".ipynb":
+            if not (dst / "book" / f.name).exists():   # a chapter not executed yet renders as source
+                shutil.copy2(f, dst / "book" / f.name)
+        elif f.is_file():
+            shutil.copy2(f, dst / "book" / f.name)
+        elif f.is_dir() and not f.name.startswith((".", "_")):
+            shutil.copytree(f, dst / "book" / f.name, dirs_exist_ok=True)
+    return dst
+
+
+def execute(profile: str, chapter: str, staged: Path, results_root: Path) -> float:
+    import papermill as pm
+
+    spec = P.load_profile(profile)
+    nb = spec["chapters"][chapter]["notebook"]
+    prm = P.chapter_parameters(profile, chapter, results_root)
+    os.environ.update(QUIET_ENV)
+    t0 = time.time()
+    print(f"[{profile}] executing {nb} ...", flush=True)
+    pm.execute_notebook(str(repo_root() / nb), str(staged / nb), parameters=prm, cwd=str(repo_root() / "book"),
+                        kernel_name="python3", progress_bar=False, log_output=False)
+    dt = time.time() - t0
+    print(f"[{profile}] {chapter}: {dt:.0f} s", flush=True)
+    return dt
+
+
+def build_site(staged: Path) -> Path:
+    cmd = [sys.executable, "-m", "jupyter_book", "build", str(staged), "-W", "-n", "--keep-going"]
+    jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
+    if jb:
+        cmd = [jb, "build", str(staged), "-W", "-n", "--keep-going"]
+    subprocess.run(cmd, check=True)
+    return staged / "_build" / "html"
+
+
+_NET = re.compile(r"""(?:src|href)\s*=\s*["'](?:https?:)?//[^"']+["']""", re.I)
+_CSS_NET = re.compile(r"""(?:@import\s+(?:url\()?|url\()\s*["']?(?:https?:)?//""", re.I)
+
+
+def network_loads(html_dir: Path) -> list[str]:
+    """Things the site would fetch from the network: scripts, styles, images, fonts, frames.
+
+    Plain links (<a href>) are navigation, not loads, and are allowed.
+    """
+    bad = []
+    for f in sorted(html_dir.rglob("*")):
+        if f.suffix == ".html":
+            text = f.read_text(errors="ignore")
+            for tag in re.finditer(r"<(script|link|img|iframe|source|video|audio|embed|object)\b[^>]*>", text, re.I):
+                if tag.group(1).lower() == "link" and not re.search(r"rel\s*=\s*[\"']?[^\"'>]*(stylesheet|preload|icon|modulepreload)", tag.group(0), re.I):
+                    continue
+                if _NET.search(tag.group(0)):
+                    bad.append(f"{f.relative_to(html_dir)}: {tag.group(0)[:160]}")
+        elif f.suffix == ".css":
+            if _CSS_NET.search(f.read_text(errors="ignore")):
+                bad.append(f"{f.relative_to(html_dir)}: url() to the network")
+    return bad
+
+
+def check_site(html_dir: Path, chapters: dict) -> list[str]:
+    """Problems with a built site: a missing chapter page, a chapter without figures, network loads."""
+    problems = []
+    for name, ch in chapters.items():
+        page = html_dir / (Path(ch["notebook"]).with_suffix(".html"))
+        if not page.exists():
+            problems.append(f"chapter {name}: no page {page.name}")
+            continue
+        if not re.search(r"<img[^>]+src=\"[^\"]+\.(png|svg|jpg)\"", page.read_text(errors="ignore")):
+            problems.append(f"chapter {name}: the page shows no figure")
+    problems += network_loads(html_dir)
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m textglauber.build", description=__doc__.split("\n")[0])
+    ap.add_argument("--profile", default="smoke")
+    ap.add_argument("--chapter", action="append", help="run only this chapter (repeatable)")
+    ap.add_argument("--no-execute", action="store_true", help="build the site from what is staged")
+    ap.add_argument("--no-book", action="store_true", help="execute chapters only")
+    ap.add_argument("--build-dir", default=str(repo_root() / "_build"))
+    ap.add_argument("--results", default=str(repo_root() / "results"))
+    a = ap.parse_args(argv)
+    try:
+        spec = P.load_profile(a.profile)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    chapters = a.chapter or list(spec["chapters"])
+    unknown = [c for c in chapters if c not in spec["chapters"]]
+    if unknown:
+        raise SystemExit(f"unknown chapter(s) {unknown}; profile {a.profile!r} has {list(spec['chapters'])}")
+    staged = stage(a.profile, Path(a.build_dir))
+    if not a.no_execute:
+        preflight(a.profile, chapters)
+        for ch in chapters:
+            execute(a.profile, ch, staged, Path(a.results))
+    if a.no_book:
+        return 0
+    html = build_site(staged)
+    problems = check_site(html, spec["chapters"])
+    if problems:
+        print("the built site has problems:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
+    print(f"\nThe book is at {html / 'index.html'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Exact Glauber chains on state spaces small enough to enumerate.
+
+With an allowed vocabulary of K tokens and m free sites there are K^m states. The kernel
+P(x, y) = (1/m) sum_i 1[y_{-i} = x_{-i}] pi_i^T(y_i | x_{-i}) is built by scoring every
+(state, site) pair through the same :class:`~textglauber.chain.Scorer` interface the
+engine uses, so an MLM, a table of scores or an explicit joint all give exact kernels.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+import torch
+
+from .vocabulary import AllowedVocab
+
+MAX_STATES = 20_000
+
+
+@dataclass
+class ExactChain:
+    states: np.ndarray        # (S, n) token ids, row s is state s
+    kernel: np.ndarray | sp.csr_matrix   # (S, S) row-stochastic
+    free: list[int]           # the free sites
+    vocab_ids: np.ndarray     # (K,)
+
+    def index(self, states: np.ndarray) -> np.ndarray:
+        """Row index of each state (…, n) in ``self.states``."""
+        k = len(self.vocab_ids)
+        pos = np.searchsorted(self.vocab_ids, states[..., self.free])
+        return (pos * (k ** np.arange(len(self.free) - 1, -1, -1))).sum(-1)
+
+
+def enumerate_states(vocab_ids: np.ndarray, n: int, prefix: np.ndarray | None = None) -> np.ndarray:
+    """All states with the frozen ``prefix`` and every free site in A, in lexicographic order."""
+    prefix = np.zeros(0, np.int64) if prefix is None else np.asarray(prefix, np.int64)
+    m = n - len(prefix)
+    if m < 1:
+        raise ValueError("no free site")
+    if len(vocab_ids) ** m > MAX_STATES:
+        raise ValueError(f"{len(vocab_ids)}^{m} states exceed the limit of {MAX_STATES}")
+    free = np.array(list(itertools.product(np.sort(vocab_ids), repeat=m)), dtype=np.int64)
+    return np.concatenate([np.broadcast_to(prefix, (len(free), len(prefix))), free], axis=1)
+
+
+def conditionals(scorer, states: np.ndarray, sites: list[int], temperature: float,
+                 batch: int = 4096) -> np.ndarray:
+    """pi_i^T(. | x_{-i}) for every state and every listed site: (S, len(sites), K) in float64."""
+    s, n = states.shape
+    pairs_x = np.repeat(np.arange(s), len(sites))
+    pairs_i = np.tile(np.asarray(sites), s)
+    out = np.empty((len(pairs_x), scorer.vocab.size), np.float64)
+    for lo in range(0, len(pairs_x), batch):
+        xs = torch.as_tensor(states[pairs_x[lo:lo + batch]])
+        ii = torch.as_tensor(pairs_i[lo:lo + batch])
+        sc = scorer.scores(xs, ii).double().cpu() / temperature
+        out[lo:lo + batch] = torch.softmax(sc, dim=-1).numpy()
+    return out.reshape(s, len(sites), -1)
+
+
+def glauber_kernel(scorer, n: int, temperature: float, prefix: np.ndarray | None = None) -> ExactChain:
+    vocab_ids = np.sort(scorer.vocab.ids.numpy())
+    states = enumerate_states(vocab_ids, n, prefix)
+    p0 = 0 if prefix is None else len(prefix)
+    free = list(range(p0, n))
+    cond = conditionals(scorer, states, free, temperature)
+    s, k, m = len(states), len(vocab_ids), len(free)
+    chain = ExactChain(states=states, kernel=None, free=free, vocab_ids=vocab_ids)
+    rows, cols, vals = [], [], []
+    for fi, i in enumerate(free):
+        for a_pos, a in enumerate(vocab_ids):
+            y = states.copy()
+            y[:, i] = a
+            rows.append(np.arange(s))
+            cols.append(chain.index(y))
+            vals.append(cond[:, fi, a_pos] / m)
+    P = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(s, s))
+    chain.kernel = P.toarray() if s <= 4096 else P
+    return chain
+
+
+def stationary(P) -> np.ndarray:
+    """The stationary law of an irreducible row-stochastic P (dense or sparse)."""
+    s = P.shape[0]
+    A = (P.T - (sp.identity(s) if sp.issparse(P) else np.eye(s)))
+    if sp.issparse(A):
+        A = sp.lil_matrix(A)
+        A[0, :] = 1.0
+        b = np.zeros(s)
+        b[0] = 1.0
+        pi = spla.spsolve(A.tocsc(), b)
+    else:
+        A = np.array(A)
+        A[0, :] = 1.0
+        b = np.zeros(s)
+        b[0] = 1.0
+        pi = np.linalg.solve(A, b)
+    pi = np.clip(pi, 0, None)
+    return pi / pi.sum()
+
+
+def tv(p: np.ndarray, q: np.ndarray) -> float:
+    return 0.5 * float(np.abs(np.asarray(p) - np.asarray(q)).sum())
+
+
+class JointScorer:
+    """Conditionals of an explicit joint law mu on A^n (given as log mu over the enumerated states).
+
+    s_i(a | x_{-i}) = log mu(x^{i<-a}), which is compatible by construction.
+    """
+
+    def __init__(self, vocab_ids, n: int, log_mu: np.ndarray):
+        ids = torch.as_tensor(np.sort(np.asarray(vocab_ids)), dtype=torch.long)
+        self.vocab = AllowedVocab(ids=ids, tokens=tuple(str(int(i)) for i in ids), vocab_size=int(ids.max()) + 1)
+        self.n = n
+        self.log_mu = np.asarray(log_mu, np.float64)
+        self.chain = ExactChain(states=enumerate_states(ids.numpy(), n), kernel=None, free=list(range(n)),
+                                vocab_ids=ids.numpy())
+
+    @property
+    def max_length(self) -> int:
+        return self.n
+
+    def scores(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
+        x = states.cpu().numpy()
+        out = np.empty((len(x), self.vocab.size))
+        for a_pos, a in enumerate(self.chain.vocab_ids):
+            y = x.copy()
+            y[np.arange(len(x)), sites.cpu().numpy()] = a
+            out[:, a_pos] = self.log_mu[self.chain.index(y)]
+        return torch.as_tensor(out, dtype=torch.float64)

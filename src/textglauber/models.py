@@ -1,0 +1,319 @@
+"""Loading masked and causal language models, and the scorer every chapter calls.
+
+A model is named by one string:
+
+- a Hugging Face hub id (``bert-base-uncased``), used from the local cache when
+  offline and downloaded once when the hub is reachable;
+- a local directory that ``from_pretrained`` understands;
+- ``tiny-mlm`` / ``tiny-causal`` (optionally ``tiny-mlm:seed=1``): tiny deterministic
+  models built on the fly (see :mod:`textglauber.tiny`);
+- ``package:NAME``: a pretrained model that ships inside an installed Python package
+  (see ``PACKAGED``).
+
+Whatever the source, a model that cannot be had raises :class:`ModelUnavailableError`
+with one message that names the model and the fix, before any compute.
+
+The scorer (:class:`MaskedLMScorer`) follows mlm-scoring: one encoder pass over the
+whole batch, then the LM head only on the rows being scored and only on the columns
+of the allowed vocabulary, so the logits are B x |A|, never B x n x V.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from .device import SCORE_DTYPE, pick_device, pick_dtype
+from .vocabulary import AllowedVocab
+
+MLM_KINDS = ("mlm",)
+CAUSAL_KINDS = ("causal",)
+
+
+class ModelUnavailableError(RuntimeError):
+    """The named model is neither on disk nor reachable."""
+
+
+# --------------------------------------------------------------------------- sources
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a named model's files are, resolved without loading weights."""
+
+    name: str
+    path: str            # local directory or hub id
+    is_hub: bool
+    revision: str | None = None
+    tokenizer_factory: Callable | None = None   # for packages that ship a bare vocab
+    load_kwargs: dict = field(default_factory=dict)
+
+
+def _packaged() -> dict[str, Callable[[], ModelSource]]:
+    from . import packaged
+
+    return packaged.REGISTRY
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return False
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    host = endpoint.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _hub_cached(repo_id: str, revision: str | None = None) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    hit = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    return isinstance(hit, str)
+
+
+def resolve(name: str) -> ModelSource:
+    """Find a model's files without loading it; raise one clear error if impossible."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"a model name must be a non-empty string, got {name!r}")
+    if name.startswith("tiny-"):
+        from . import tiny
+
+        return ModelSource(name=name, path=str(tiny.build(name)), is_hub=False)
+    if name.startswith("package:"):
+        registry = _packaged()
+        key = name.split(":", 1)[1]
+        if key not in registry:
+            raise ModelUnavailableError(
+                f"unknown packaged model {name!r}; known: {', '.join('package:' + k for k in sorted(registry))}")
+        return registry[key]()
+    if Path(name).expanduser().is_dir():
+        return ModelSource(name=name, path=str(Path(name).expanduser().resolve()), is_hub=False)
+    if name.startswith((".", "/", "~")):
+        raise ModelUnavailableError(f"model {name!r}: no such local directory")
+    repo, _, revision = name.partition("@")
+    if _hub_cached(repo, revision or None):
+        return ModelSource(name=name, path=repo, is_hub=True, revision=revision or None)
+    if _hub_reachable():
+        return ModelSource(name=name, path=repo, is_hub=True, revision=revision or None)
+    raise ModelUnavailableError(
+        f"model {name!r} is not in the local Hugging Face cache and the hub cannot be reached "
+        f"(no network, or HF_HUB_OFFLINE is set). Fix: run once with network access so it is "
+        f"cached under HF_HOME, or pass a local directory that holds the model, or use a profile "
+        f"whose models install as packages (params/offline.yaml).")
+
+
+def check_available(names: list[str]) -> None:
+    """Resolve every name up front; one error that lists every missing model."""
+    problems = []
+    for n in names:
+        try:
+            resolve(n)
+        except (ModelUnavailableError, ValueError) as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ModelUnavailableError("\n".join(problems))
+
+
+# --------------------------------------------------------------------------- loading
+@dataclass
+class LoadedModel:
+    name: str
+    kind: str                      # "mlm" or "causal"
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+    dtype: torch.dtype
+    source: str
+    revision: str | None
+    max_positions: int             # longest input the model accepts, special tokens included
+    prefix_ids: list[int]          # special tokens placed before the content
+    suffix_ids: list[int]          # special tokens placed after the content
+
+    @property
+    def max_content_length(self) -> int:
+        return self.max_positions - len(self.prefix_ids) - len(self.suffix_ids)
+
+    def describe(self) -> dict:
+        cfg = self.model.config
+        return {"name": self.name, "kind": self.kind, "source": self.source, "revision": self.revision,
+                "model_type": getattr(cfg, "model_type", None),
+                "parameters": int(sum(p.numel() for p in self.model.parameters())),
+                "vocab_size": int(cfg.vocab_size), "dtype": str(self.dtype).replace("torch.", ""),
+                "device": str(self.device)}
+
+
+def _special_frame(tokenizer, kind: str) -> tuple[list[int], list[int]]:
+    """The special tokens the tokenizer wraps content in (e.g. [CLS] ... [SEP])."""
+    probe = "a"
+    inner = tokenizer(probe, add_special_tokens=False)["input_ids"]
+    outer = tokenizer(probe, add_special_tokens=True)["input_ids"]
+    prefix, suffix = [], []
+    for start in range(len(outer) - len(inner) + 1):
+        if outer[start:start + len(inner)] == inner:
+            prefix, suffix = outer[:start], outer[start + len(inner):]
+            break
+    if kind == "causal":
+        # a causal LM needs a start token so that the first content token has a conditional
+        bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+        if not prefix and bos is not None:
+            prefix = [bos]
+        suffix = []
+    return list(prefix), list(suffix)
+
+
+def _max_positions(model, tokenizer) -> int:
+    cfg = model.config
+    mp = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 512
+    if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "longformer"):
+        mp -= 2   # learned positions start after the padding index
+    tml = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tml, int) and 0 < tml < 1_000_000:
+        mp = min(mp, tml)
+    return int(mp)
+
+
+def load(name: str, kind: str = "mlm", device: str | None = "auto", dtype: str | None = "auto") -> LoadedModel:
+    """Load a masked (``kind="mlm"``) or causal (``kind="causal"``) LM in eval mode."""
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    if kind not in MLM_KINDS + CAUSAL_KINDS:
+        raise ValueError(f"kind must be 'mlm' or 'causal', got {kind!r}")
+    src = resolve(name)
+    dev = pick_device(device)
+    dt = pick_dtype(dtype, dev)
+    common = dict(revision=src.revision, trust_remote_code=False)
+    if src.is_hub and _hub_cached(src.path, src.revision):
+        common["local_files_only"] = True
+    cls = AutoModelForMaskedLM if kind == "mlm" else AutoModelForCausalLM
+    try:
+        if src.tokenizer_factory is not None:
+            tok = src.tokenizer_factory()
+        else:
+            tok = AutoTokenizer.from_pretrained(src.path, **common, **src.load_kwargs.get("tokenizer", {}))
+        model = cls.from_pretrained(src.path, dtype=dt, **common, **src.load_kwargs.get("model", {}))
+    except OSError as exc:
+        raise ModelUnavailableError(f"model {name!r} could not be loaded from {src.path!r}: {exc}") from exc
+    model.to(dev).eval()
+    if kind == "mlm" and tok.mask_token_id is None:
+        raise ModelUnavailableError(f"model {name!r} has no mask token: it is not a masked LM")
+    prefix, suffix = _special_frame(tok, kind)
+    return LoadedModel(name=name, kind=kind, model=model, tokenizer=tok, device=dev, dtype=dt,
+                       source=src.path, revision=src.revision or getattr(model.config, "_commit_hash", None),
+                       max_positions=_max_positions(model, tok), prefix_ids=prefix, suffix_ids=suffix)
+
+
+# --------------------------------------------------------------------------- the MLM head, split
+def _head_parts(model) -> tuple[torch.nn.Module, Callable, torch.nn.Linear]:
+    """(encoder, transform, decoder) of a masked-LM so the head runs on chosen rows only."""
+    mt = model.config.model_type
+    if mt in ("bert", "roformer", "megatron-bert"):
+        p = model.cls.predictions
+        return model.base_model, p.transform, p.decoder
+    if mt == "albert":
+        p = model.predictions
+        return model.base_model, lambda h: p.LayerNorm(p.activation(p.dense(h))), p.decoder
+    if mt in ("roberta", "xlm-roberta", "camembert", "data2vec-text"):
+        p = model.lm_head
+        return model.base_model, lambda h: p.layer_norm(F.gelu(p.dense(h))), p.decoder
+    if mt == "distilbert":
+        return (model.base_model,
+                lambda h: model.vocab_layer_norm(model.activation(model.vocab_transform(h))),
+                model.vocab_projector)
+    if mt == "modernbert":
+        return model.base_model, model.head, model.decoder
+    if mt == "electra":
+        return model.base_model, model.generator_predictions, model.generator_lm_head
+    raise NotImplementedError(
+        f"model type {mt!r} has no split head here; add it to textglauber.models._head_parts")
+
+
+class MaskedLMScorer:
+    """Scores s_i(a | x_{-i}) over the allowed vocabulary for a batch of (state, site) pairs.
+
+    ``states`` are content token ids (B, n) without special tokens; ``sites`` (B,) index
+    into the content. One encoder pass serves the whole batch; the head runs on B rows
+    and |A| columns. Scores are float32 whatever the weights' dtype.
+    """
+
+    def __init__(self, lm: LoadedModel, vocab: AllowedVocab):
+        if lm.kind != "mlm":
+            raise ValueError(f"{lm.name} is a {lm.kind} model; the scorer needs a masked LM")
+        if vocab.size == 0:
+            raise ValueError("the allowed vocabulary is empty")
+        self.lm, self.vocab = lm, vocab
+        self.encoder, self.transform, decoder = _head_parts(lm.model)
+        ids = vocab.ids.to(lm.device)
+        self._weight = decoder.weight.detach()[ids].to(SCORE_DTYPE)           # (|A|, H')
+        bias = decoder.bias if decoder.bias is not None else None
+        self._bias = None if bias is None else bias.detach()[ids].to(SCORE_DTYPE)
+        self._prefix = torch.tensor(lm.prefix_ids, dtype=torch.long, device=lm.device)
+        self._suffix = torch.tensor(lm.suffix_ids, dtype=torch.long, device=lm.device)
+        self.mask_id = lm.tokenizer.mask_token_id
+        self.head_rows_seen: list[int] = []    # shapes the head was applied to (for tests)
+
+    @property
+    def max_length(self) -> int:
+        return self.lm.max_content_length
+
+    def frame(self, states: torch.Tensor) -> torch.Tensor:
+        """Content ids (B, n) -> model input ids (B, L) with the special tokens."""
+        b = states.shape[0]
+        parts = [self._prefix.expand(b, -1), states.to(self.lm.device), self._suffix.expand(b, -1)]
+        return torch.cat(parts, dim=1)
+
+    def hidden(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
+        """Final hidden rows (B, H) at the masked sites: one encoder pass."""
+        ids = self.frame(states)
+        rows = torch.arange(ids.shape[0], device=ids.device)
+        pos = sites.to(ids.device) + len(self.lm.prefix_ids)
+        ids[rows, pos] = self.mask_id
+        out = self.encoder(input_ids=ids)
+        return out[0][rows, pos]
+
+    def head(self, rows: torch.Tensor) -> torch.Tensor:
+        self.head_rows_seen.append(rows.shape[0])
+        t = self.transform(rows).to(SCORE_DTYPE)
+        return F.linear(t, self._weight, self._bias)
+
+    @torch.no_grad()
+    def scores(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
+        return self.head(self.hidden(states, sites))
+
+
+class CausalLMScorer:
+    """Sequence log-probabilities of a causal LM, the joint-model control."""
+
+    def __init__(self, lm: LoadedModel):
+        if lm.kind != "causal":
+            raise ValueError(f"{lm.name} is a {lm.kind} model; the control needs a causal LM")
+        if not lm.prefix_ids:
+            raise ValueError(f"{lm.name} has neither a BOS nor an EOS token to start a sequence with")
+        self.lm = lm
+        self._prefix = torch.tensor(lm.prefix_ids, dtype=torch.long, device=lm.device)
+
+    @property
+    def max_length(self) -> int:
+        return self.lm.max_content_length
+
+    @torch.no_grad()
+    def next_token_logits(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
+        """Logits over the full vocabulary for the token at ``sites`` given what precedes it."""
+        ids = torch.cat([self._prefix.expand(states.shape[0], -1), states.to(self.lm.device)], dim=1)
+        logits = self.lm.model(input_ids=ids).logits
+        rows = torch.arange(ids.shape[0], device=ids.device)
+        return logits[rows, sites.to(ids.device) + len(self.lm.prefix_ids) - 1].to(SCORE_DTYPE).cpu()
+
+    @torch.no_grad()
+    def sequence_logprob(self, states: torch.Tensor) -> torch.Tensor:
+        """log p(x_1..x_n | start) per row, float64 sums of float32 log-probabilities."""
+        ids = torch.cat([self._prefix.expand(states.shape[0], -1), states.to(self.lm.device)], dim=1)
+        logits = self.lm.model(input_ids=ids).logits[:, len(self.lm.prefix_ids) - 1:-1]
+        logp = torch.log_softmax(logits.to(SCORE_DTYPE), dim=-1)
+        tok = logp.gather(-1, states.to(ids.device).unsqueeze(-1)).squeeze(-1)
+        return tok.double().sum(dim=1).cpu()

@@ -1,0 +1,99 @@
+"""The allowed vocabulary A: the tokens a chain may write and the softmax runs over."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+_UNUSED = re.compile(r"^(\[unused\d+\]|<unused\d+>|\[UNUSED_\d+\])$")
+
+
+@dataclass(frozen=True)
+class AllowedVocab:
+    """Sorted token ids of A, with their strings, and a reverse index into A."""
+
+    ids: torch.Tensor          # (|A|,) long, sorted
+    tokens: tuple[str, ...]
+    vocab_size: int
+
+    @property
+    def size(self) -> int:
+        return int(self.ids.numel())
+
+    @cached_property
+    def _table(self) -> torch.Tensor:
+        table = torch.full((self.vocab_size,), -1, dtype=torch.long)
+        table[self.ids] = torch.arange(self.size)
+        return table
+
+    def index_of(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """Position in A of each token id; -1 where the token is not in A."""
+        return self._table[token_ids.cpu()].to(token_ids.device)
+
+    def contains(self, token_ids: torch.Tensor) -> torch.Tensor:
+        return self.index_of(token_ids) >= 0
+
+    def key(self) -> str:
+        """A short fingerprint, stable across runs, for manifests and checkpoints."""
+        import hashlib
+
+        return hashlib.sha1(self.ids.numpy().tobytes()).hexdigest()[:12]
+
+
+def _is_whole_word(tok: str, style: str) -> bool:
+    if style == "wordpiece":
+        return not tok.startswith("##")
+    if style == "bpe":          # byte-level BPE marks a word start with 'Ġ'
+        return tok.startswith("Ġ") and len(tok) > 1
+    if style == "sentencepiece":
+        return tok.startswith("▁") and len(tok) > 1
+    return True
+
+
+def _style(vocab: dict[str, int]) -> str:
+    toks = list(vocab)
+    n = max(len(toks), 1)
+    if sum(t.startswith("##") for t in toks) > 0.05 * n:
+        return "wordpiece"
+    if sum(t.startswith("Ġ") for t in toks) > 0.05 * n:
+        return "bpe"
+    if sum(t.startswith("▁") for t in toks) > 0.05 * n:
+        return "sentencepiece"
+    return "plain"
+
+
+def allowed_vocabulary(tokenizer, *, whole_words: bool = False, tokens: list[str] | None = None,
+                       alphabetic: bool = False) -> AllowedVocab:
+    """A = the model's vocabulary minus special and unused tokens.
+
+    ``tokens`` restricts A to an explicit list (each must be a single vocabulary entry);
+    ``whole_words`` drops word-continuation pieces; ``alphabetic`` keeps tokens made of
+    letters only (after the word-start marker).
+    """
+    vocab = tokenizer.get_vocab()
+    vsize = max(max(vocab.values()) + 1, len(tokenizer))
+    special = set(tokenizer.all_special_ids)
+    if tokens is not None:
+        missing = [t for t in tokens if t not in vocab]
+        if missing:
+            raise ValueError(f"tokens not in the vocabulary: {missing}")
+        chosen = sorted({vocab[t] for t in tokens} - special)
+    else:
+        style = _style(vocab)
+        chosen = []
+        for tok, idx in vocab.items():
+            if idx in special or _UNUSED.match(tok):
+                continue
+            if whole_words and not _is_whole_word(tok, style):
+                continue
+            if alphabetic and not tok.lstrip("Ġ▁").isalpha():
+                continue
+            chosen.append(idx)
+        chosen.sort()
+    if not chosen:
+        raise ValueError("the allowed vocabulary is empty: no token passes the given filters")
+    inv = {i: t for t, i in vocab.items()}
+    return AllowedVocab(ids=torch.tensor(chosen, dtype=torch.long),
+                        tokens=tuple(inv[i] for i in chosen), vocab_size=vsize)

@@ -1,0 +1,59 @@
+import os
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("TQDM_DISABLE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+from textglauber import models, vocabulary  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm():
+    return models.load("tiny-mlm", device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="session")
+def tiny_causal():
+    return models.load("tiny-causal", kind="causal", device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="session")
+def full_scorer(tiny_mlm):
+    return models.MaskedLMScorer(tiny_mlm, vocabulary.allowed_vocabulary(tiny_mlm.tokenizer))
+
+
+@pytest.fixture(scope="session")
+def small_scorer(tiny_mlm):
+    """The tiny MLM restricted to three allowed tokens: 3^n states, enumerable."""
+    v = vocabulary.allowed_vocabulary(tiny_mlm.tokenizer, tokens=["the", "dog", "ran"])
+    return models.MaskedLMScorer(tiny_mlm, v)
+
+
+class CountingScorer:
+    """Wraps a scorer and counts model calls (to prove errors come before compute)."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, 0
+        self.vocab = inner.vocab
+
+    @property
+    def max_length(self):
+        return self.inner.max_length
+
+    def scores(self, states, sites):
+        self.calls += 1
+        return self.inner.scores(states, sites)
+
+
+@pytest.fixture
+def counting(small_scorer):
+    return CountingScorer(small_scorer)
+
+
+def random_joint(k: int, n: int, seed: int, spread: float = 2.0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(scale=spread, size=k ** n)

@@ -1,0 +1,70 @@
+"""The book's plumbing: profiles, notebooks committed clean, and the site checker."""
+import json
+from pathlib import Path
+
+import pytest
+
+from textglauber import build, params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _parameters_cell(nb_path):
+    nb = json.loads(Path(nb_path).read_text())
+    cells = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(cells) == 1, f"{nb_path} needs exactly one cell tagged 'parameters'"
+    ns = {}
+    exec("".join(cells[0]["source"]), ns)
+    return nb, {k for k in ns if not k.startswith("__")}
+
+
+@pytest.mark.parametrize("profile", params.profiles())
+def test_every_profile_parameter_exists_in_its_notebook(profile):
+    spec = params.load_profile(profile)
+    for chapter, ch in spec["chapters"].items():
+        _, names = _parameters_cell(ROOT / ch["notebook"])
+        prm = params.chapter_parameters(profile, chapter)
+        unknown = set(prm) - names
+        assert not unknown, f"{profile}/{chapter}: parameters {unknown} are not in the notebook's parameters cell"
+
+
+def test_source_notebooks_carry_no_outputs():
+    for nb_path in (ROOT / "book").glob("*.ipynb"):
+        nb = json.loads(nb_path.read_text())
+        for c in nb["cells"]:
+            if c["cell_type"] == "code":
+                assert not c.get("outputs") and not c.get("execution_count"), nb_path.name
+
+
+def test_toc_lists_every_chapter_of_every_profile():
+    toc = (ROOT / "_toc.yml").read_text()
+    for profile in params.profiles():
+        for ch in params.load_profile(profile)["chapters"].values():
+            assert Path(ch["notebook"]).with_suffix("").as_posix() in toc
+
+
+def test_unknown_profile_and_chapter_are_refused():
+    with pytest.raises(ValueError, match="unknown profile"):
+        params.load_profile("nope")
+    with pytest.raises(ValueError, match="no chapter"):
+        params.chapter_parameters("smoke", "nope")
+
+
+def test_network_loads_are_found_and_links_are_not(tmp_path):
+    (tmp_path / "ok.html").write_text('<a href="https://arxiv.org/abs/2605.16378">paper</a>'
+                                      '<script src="_static/x.js"></script><link rel="stylesheet" href="_static/a.css">')
+    assert build.network_loads(tmp_path) == []
+    (tmp_path / "bad.html").write_text('<script src="https://cdn.example.org/mathjax.js"></script>')
+    (tmp_path / "s.css").write_text('@import url("https://fonts.example.org/x.css");')
+    (tmp_path / "f.html").write_text('<link rel="stylesheet" href="//fonts.example.org/y.css">')
+    found = build.network_loads(tmp_path)
+    assert len(found) == 3
+
+
+def test_site_check_wants_a_page_with_a_figure_per_chapter(tmp_path):
+    (tmp_path / "book").mkdir()
+    chapters = {"a": {"notebook": "book/01_a.ipynb"}, "b": {"notebook": "book/02_b.ipynb"}}
+    (tmp_path / "book" / "01_a.html").write_text('<img alt="" src="../_images/fig.png" />')
+    (tmp_path / "book" / "02_b.html").write_text("<p>no figure</p>")
+    problems = build.check_site(tmp_path, chapters)
+    assert problems == ["chapter b: the page shows no figure"]

@@ -1,0 +1,119 @@
+"""Loading, the split LM head, and clear errors for models that cannot be had."""
+import time
+
+import pytest
+import torch
+from transformers import (AlbertConfig, AlbertForMaskedLM, BertConfig, BertForMaskedLM, DistilBertConfig,
+                          DistilBertForMaskedLM, ElectraConfig, ElectraForMaskedLM, ModernBertConfig,
+                          ModernBertForMaskedLM, RobertaConfig, RobertaForMaskedLM)
+
+from textglauber import models, vocabulary
+from textglauber.models import ModelUnavailableError
+
+KW = dict(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+ARCHS = {
+    "bert": lambda: BertForMaskedLM(BertConfig(**KW)),
+    "albert": lambda: AlbertForMaskedLM(AlbertConfig(**KW, embedding_size=16)),
+    "roberta": lambda: RobertaForMaskedLM(RobertaConfig(**KW, pad_token_id=1, bos_token_id=0, eos_token_id=2)),
+    "distilbert": lambda: DistilBertForMaskedLM(DistilBertConfig(vocab_size=60, dim=32, n_layers=2, n_heads=2, hidden_dim=64)),
+    "modernbert": lambda: ModernBertForMaskedLM(ModernBertConfig(**KW, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+                                                                  cls_token_id=2, sep_token_id=1)),
+    "electra": lambda: ElectraForMaskedLM(ElectraConfig(**KW, embedding_size=16)),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_split_head_equals_full_model_logits(arch):
+    torch.manual_seed(0)
+    model = ARCHS[arch]().eval()
+    enc, transform, decoder = models._head_parts(model)
+    ids = torch.randint(5, 60, (3, 9))
+    rows, pos = torch.arange(3), torch.tensor([1, 4, 7])
+    with torch.no_grad():
+        full = model(input_ids=ids).logits[rows, pos]
+        hidden = enc(input_ids=ids)[0][rows, pos]
+        mine = decoder(transform(hidden))
+    torch.testing.assert_close(mine, full, rtol=1e-5, atol=1e-5)
+
+
+def test_scorer_matches_direct_masked_call(tiny_mlm, full_scorer):
+    x = torch.tensor([tiny_mlm.tokenizer("the small dog ran across the green field", add_special_tokens=False)["input_ids"]] * 2)
+    sites = torch.tensor([2, 5])
+    got = full_scorer.scores(x, sites)
+    for b in range(2):
+        ids = torch.tensor([tiny_mlm.prefix_ids + x[b].tolist() + tiny_mlm.suffix_ids])
+        ids[0, sites[b] + 1] = tiny_mlm.tokenizer.mask_token_id
+        with torch.no_grad():
+            want = tiny_mlm.model(input_ids=ids).logits[0, sites[b] + 1][full_scorer.vocab.ids]
+        torch.testing.assert_close(got[b], want, rtol=1e-5, atol=1e-5)
+
+
+def test_head_runs_on_b_rows_only(full_scorer):
+    x = torch.randint(5, 60, (7, 10))
+    full_scorer.head_rows_seen.clear()
+    out = full_scorer.scores(x, torch.zeros(7, dtype=torch.long))
+    assert out.shape == (7, full_scorer.vocab.size)
+    assert full_scorer.head_rows_seen == [7]
+
+
+def test_causal_logprob_matches_token_by_token(tiny_causal):
+    sc = models.CausalLMScorer(tiny_causal)
+    x = torch.tensor([tiny_causal.tokenizer("the cat slept on the wall", add_special_tokens=False)["input_ids"]])
+    total = 0.0
+    ids = tiny_causal.prefix_ids + x[0].tolist()
+    with torch.no_grad():
+        for t in range(1, len(ids)):
+            logp = torch.log_softmax(tiny_causal.model(input_ids=torch.tensor([ids[:t]])).logits[0, -1], -1)
+            total += float(logp[ids[t]])
+    assert sc.sequence_logprob(x).item() == pytest.approx(total, abs=1e-4)
+
+
+def test_tiny_models_are_deterministic(tmp_path, monkeypatch):
+    from textglauber import tiny
+
+    monkeypatch.setenv("TEXTGLAUBER_CACHE", str(tmp_path / "a"))
+    a = models.load("tiny-mlm:steps=5,hidden=16,heads=2,layers=1")
+    monkeypatch.setenv("TEXTGLAUBER_CACHE", str(tmp_path / "b"))
+    b = models.load("tiny-mlm:steps=5,hidden=16,heads=2,layers=1")
+    for (na, pa), (nb, pb) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
+        assert na == nb and torch.equal(pa, pb)
+    with pytest.raises(ValueError, match="bad option"):
+        tiny.parse("tiny-mlm:depth=3")
+
+
+def test_unknown_model_offline_fails_fast_and_clearly(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    t0 = time.time()
+    with pytest.raises(ModelUnavailableError, match="no-such-org/no-such-model.*not in the local"):
+        models.load("no-such-org/no-such-model")
+    assert time.time() - t0 < 5
+
+
+def test_unreachable_hub_fails_with_one_message(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(models, "_hub_reachable", lambda timeout=3.0: False)
+    with pytest.raises(ModelUnavailableError) as exc:
+        models.check_available(["bert-base-uncased", "tiny-mlm", "roberta-base"])
+    msg = str(exc.value)
+    assert "bert-base-uncased" in msg and "roberta-base" in msg and "tiny-mlm" not in msg
+
+
+def test_missing_local_path_and_unknown_package():
+    with pytest.raises(ModelUnavailableError, match="no such local directory"):
+        models.resolve("./does/not/exist")
+    with pytest.raises(ModelUnavailableError, match="unknown packaged model"):
+        models.resolve("package:nothing-like-this")
+
+
+def test_allowed_vocabulary_filters(tiny_mlm):
+    tok = tiny_mlm.tokenizer
+    v = vocabulary.allowed_vocabulary(tok)
+    assert not set(tok.all_special_ids) & set(v.ids.tolist())
+    assert v.size == len(tok) - len(tok.all_special_ids)
+    alpha = vocabulary.allowed_vocabulary(tok, alphabetic=True)
+    assert "." not in alpha.tokens and "the" in alpha.tokens
+    assert v.index_of(torch.tensor(tok.all_special_ids)).eq(-1).all()
+    with pytest.raises(ValueError, match="empty"):
+        vocabulary.allowed_vocabulary(tok, tokens=[])
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        vocabulary.allowed_vocabulary(tok, tokens=["zzzz"])

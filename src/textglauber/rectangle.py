@@ -22,7 +22,7 @@ import torch
 
 from .models import CausalLMScorer
 
-COLUMNS = ["model", "seq_id", "base", "i", "j", "a", "b", "a_prime", "b_prime", "temperature",
+COLUMNS = ["model", "kind", "seq_id", "base", "i", "j", "a", "b", "a_prime", "b_prime", "temperature",
            "path1", "path2", "R", "influence_ij", "influence_ji"]
 
 
@@ -257,3 +257,50 @@ def _grid_tokens(scorer, x: torch.Tensor, site: int, k: int, gen: torch.Generato
     cand = top[top != cur]
     pick = cand[torch.randperm(len(cand), generator=gen)[: k - 1]]
     return [cur] + pick.tolist()
+
+
+def run_models(specs: list[dict], *, n: int, count: int, top_k: int, temperature: float, gen: torch.Generator,
+               device: str = "auto", dtype: str = "auto", grid_k: int = 0, n_grids: int = 0,
+               on_missing_model: str = "skip"):
+    """:func:`experiment` for each model in turn.
+
+    A model that cannot be had becomes a note (``on_missing_model="skip"``) or stops the run
+    (``"fail"``). Returns (rectangles, grids, model descriptions, notes).
+    """
+    from .models import ModelUnavailableError
+
+    if on_missing_model not in ("skip", "fail"):
+        raise ValueError("on_missing_model must be 'skip' or 'fail'")
+    frames, grids, described, notes = [], [], [], []
+    for spec in specs:
+        try:
+            df, g, info = experiment(spec, n=n, count=count, top_k=top_k, temperature=temperature, gen=gen,
+                                     device=device, dtype=dtype, grid_k=grid_k, n_grids=n_grids)
+        except ModelUnavailableError as exc:
+            if on_missing_model == "fail":
+                raise
+            notes.append(f"{spec['name']} skipped: {exc}")
+            continue
+        df.insert(1, "kind", spec.get("kind", "mlm"))
+        frames.append(df)
+        if g is not None:
+            grids.append(g)
+        described.append(info)
+    rects = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    return rects, (pd.concat(grids, ignore_index=True) if grids else None), described, notes
+
+
+def summary(rects: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """Per model: count, mean R with a bootstrap 95% interval, median, max, and the rank
+    correlation of R with the cross-influence of the two positions."""
+    from .stats import bootstrap_ci
+
+    rows = []
+    for (model, kind), g in rects.groupby(["model", "kind"], sort=False):
+        lo, hi = bootstrap_ci(g.R.to_numpy(), seed=seed)
+        infl = g[["influence_ij", "influence_ji"]].mean(axis=1)
+        rho = g.R.rank().corr(infl.rank()) if infl.notna().all() and len(g) > 2 else np.nan
+        rows.append({"model": model, "kind": kind, "rectangles": len(g), "mean R": g.R.mean(),
+                     "95% CI low": lo, "95% CI high": hi, "median R": g.R.median(), "max R": g.R.max(),
+                     "Spearman(R, influence)": rho})
+    return pd.DataFrame(rows)

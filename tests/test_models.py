@@ -117,3 +117,14 @@ def test_allowed_vocabulary_filters(tiny_mlm):
         vocabulary.allowed_vocabulary(tok, tokens=[])
     with pytest.raises(ValueError, match="not in the vocabulary"):
         vocabulary.allowed_vocabulary(tok, tokens=["zzzz"])
+
+
+def test_causal_next_token_logits_match_full_forward(tiny_causal):
+    sc = models.CausalLMScorer(tiny_causal)
+    x = torch.randint(5, 60, (3, 8))
+    sites = torch.tensor([0, 3, 7])
+    got = sc.next_token_logits(x, sites)
+    ids = torch.cat([torch.tensor(tiny_causal.prefix_ids).expand(3, -1), x], 1)
+    with torch.no_grad():
+        full = tiny_causal.model(input_ids=ids).logits
+    torch.testing.assert_close(got, full[torch.arange(3), sites + len(tiny_causal.prefix_ids) - 1], rtol=1e-5, atol=1e-5)

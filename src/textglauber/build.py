@@ -77,9 +77,32 @@ def execute(profile: str, chapter: str, staged: Path, results_root: Path) -> flo
     print(f"[{profile}] executing {nb} ...", flush=True)
     pm.execute_notebook(str(repo_root() / nb), str(staged / nb), parameters=prm, cwd=str(repo_root() / "book"),
                         kernel_name="python3", progress_bar=False, log_output=False)
+    tidy_executed(staged / nb)
     dt = time.time() - t0
     print(f"[{profile}] {chapter}: {dt:.0f} s", flush=True)
     return dt
+
+
+def tidy_executed(nb_path: Path) -> None:
+    """Tidy an executed notebook for the site.
+
+    Widget outputs (progress bars that escaped) and widget state go: the site would load their
+    JavaScript from a CDN. The notebook's default parameters cell is hidden behind the cell
+    papermill injected, which holds the values that actually ran.
+    """
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    nb.metadata.pop("widgets", None)
+    injected = any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells)
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if injected and "parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = tags + ["remove-cell"]
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs
+                            if "application/vnd.jupyter.widget-view+json" not in o.get("data", {})]
+    nbformat.write(nb, nb_path)
 
 
 def build_site(staged: Path) -> Path:

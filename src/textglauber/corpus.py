@@ -1,14 +1,50 @@
-"""Seed passages: texts from a named corpus, cut into token windows of length n."""
+"""Seed passages: texts from a named corpus, cut into token windows of length n.
+
+| corpus | what | source |
+|---|---|---|
+| ``tiny`` | 40 English sentences | written for this project (``data/tiny_corpus.txt``) |
+| ``antibody`` | trastuzumab VH and VL, residues separated by spaces | PDB 1N8Z (``data/antibodies.txt``) |
+| ``reactions`` | 34 textbook reactions as reaction SMILES | written for this project (``data/reactions.smi``) |
+| ``lee`` | 300 news documents | the Lee background corpus shipped in gensim's test data (LGPL package) |
+| ``msmarco`` | MS MARCO v1.1 validation passages | Hugging Face ``datasets`` (needs network once) |
+"""
 from __future__ import annotations
+
+from importlib.resources import files
+from importlib.util import find_spec
+from pathlib import Path
 
 import numpy as np
 import torch
 
 
-def _tiny() -> list[str]:
-    from .tiny import corpus_lines
+def _data_lines(name: str) -> list[str]:
+    text = files("textglauber").joinpath(f"data/{name}").read_text(encoding="utf-8")
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
 
-    return corpus_lines()
+
+def _tiny() -> list[str]:
+    return _data_lines("tiny_corpus.txt")
+
+
+def _antibody() -> list[str]:
+    return [" ".join(seq) for seq in _data_lines("antibodies.txt")]
+
+
+def _reactions() -> list[str]:
+    return _data_lines("reactions.smi")
+
+
+def _package_file(pkg: str, *parts: str) -> Path:
+    spec = find_spec(pkg)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"corpus needs the package {pkg!r}; install it with pip")
+    return Path(list(spec.submodule_search_locations)[0]).joinpath(*parts)
+
+
+def _lee() -> list[str]:
+    path = _package_file("gensim", "test", "test_data", "lee_background.cor")
+    return [ln.strip() for ln in path.read_text(encoding="utf-8", errors="ignore").splitlines() if ln.strip()]
 
 
 def _msmarco(limit: int = 5000) -> list[str]:
@@ -23,7 +59,7 @@ def _msmarco(limit: int = 5000) -> list[str]:
     return out
 
 
-SOURCES = {"tiny": _tiny, "msmarco": _msmarco}
+SOURCES = {"tiny": _tiny, "antibody": _antibody, "reactions": _reactions, "lee": _lee, "msmarco": _msmarco}
 
 
 def texts(source: str) -> list[str]:
@@ -48,7 +84,7 @@ def windows(tokenizer, source: str, n: int, count: int, seed: int, vocab=None) -
     order = rng.permutation(len(enc))
     stream = [tok for k in order for tok in enc[k]]
     cand = list(long)
-    if len(cand) < count and len(stream) >= n:
+    if len(cand) < max(10, count // 10) and len(stream) >= n:   # too few long texts: cut the joined stream
         cand += [stream[s:s + n] for s in rng.integers(0, len(stream) - n + 1, size=4 * count)]
     if vocab is not None:
         cand = [c for c in cand if bool(vocab.contains(torch.tensor(c)).all())]

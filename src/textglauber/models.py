@@ -50,6 +50,7 @@ class ModelSource:
     revision: str | None = None
     tokenizer_factory: Callable | None = None   # for packages that ship a bare vocab
     load_kwargs: dict = field(default_factory=dict)
+    model_class: str | None = None      # a transformers class name, for configs without model_type
 
 
 def _packaged() -> dict[str, Callable[[], ModelSource]]:
@@ -191,6 +192,10 @@ def load(name: str, kind: str = "mlm", device: str | None = "auto", dtype: str |
     if src.is_hub and _hub_cached(src.path, src.revision):
         common["local_files_only"] = True
     cls = AutoModelForMaskedLM if kind == "mlm" else AutoModelForCausalLM
+    if src.model_class:
+        import transformers
+
+        cls = getattr(transformers, src.model_class)
     try:
         if src.tokenizer_factory is not None:
             tok = src.tokenizer_factory()
@@ -305,9 +310,10 @@ class CausalLMScorer:
     def next_token_logits(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
         """Logits over the full vocabulary for the token at ``sites`` given what precedes it."""
         ids = torch.cat([self._prefix.expand(states.shape[0], -1), states.to(self.lm.device)], dim=1)
-        logits = self.lm.model(input_ids=ids).logits
+        hidden = self.lm.model.base_model(input_ids=ids)[0]          # final norm included
         rows = torch.arange(ids.shape[0], device=ids.device)
-        return logits[rows, sites.to(ids.device) + len(self.lm.prefix_ids) - 1].to(SCORE_DTYPE).cpu()
+        picked = hidden[rows, sites.to(ids.device) + len(self.lm.prefix_ids) - 1]
+        return self.lm.model.get_output_embeddings()(picked).to(SCORE_DTYPE).cpu()
 
     @torch.no_grad()
     def sequence_logprob(self, states: torch.Tensor) -> torch.Tensor:

@@ -42,11 +42,14 @@ def chapter_parameters(profile: str, chapter: str, results_root: str | Path | No
     return params
 
 
+MODEL_KEYS = ("models", "mlms", "control", "embedder", "classifier")
+
+
 def model_names(params: dict) -> list[str]:
     """Every model a chapter's parameters name (for the pre-flight check)."""
     names = []
     for key, val in params.items():
-        if key in ("models", "mlms", "control", "embedder") or key.endswith("_model"):
+        if key in MODEL_KEYS:
             items = val if isinstance(val, list) else [val]
             for it in items:
                 if isinstance(it, dict) and "name" in it:

@@ -210,7 +210,8 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
     """The chapter's protocol for one model: load, cut passages, sample rectangles, score them.
 
     ``model`` is a dict with ``name``, ``kind`` ("mlm" or "causal"), ``corpus`` and optionally
-    ``whole_words``. Returns (rectangles DataFrame, grid DataFrame or None, model description).
+    ``whole_words`` and ``rectangles`` (a per-model count that overrides ``count``). Returns
+    (rectangles DataFrame, grid DataFrame or None, model description).
     """
     from . import corpus, models
     from .vocabulary import allowed_vocabulary
@@ -218,6 +219,7 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
     if temperature <= 0:
         raise ValueError("temperature must be positive")
     kind = model.get("kind", "mlm")
+    count = int(model.get("rectangles", count))
     lm = models.load(model["name"], kind=kind, device=device, dtype=dtype)
     if n > lm.max_content_length:
         raise ValueError(f"n={n} exceeds what {model['name']} accepts ({lm.max_content_length} content tokens)")
@@ -246,7 +248,7 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
             grids = pd.DataFrame(rows)
             grids.insert(0, "model", model["name"])
     df.insert(0, "model", model["name"])
-    return df, grids, lm.describe()
+    return df, grids, {**lm.describe(), "corpus": model["corpus"], "n": n, "rectangles": count}
 
 
 def _grid_tokens(scorer, x: torch.Tensor, site: int, k: int, gen: torch.Generator, top_k: int) -> list[int]:

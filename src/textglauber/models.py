@@ -86,6 +86,17 @@ def resolve(name: str) -> ModelSource:
         from . import tiny
 
         return ModelSource(name=name, path=str(tiny.build(name)), is_hub=False)
+    if name.startswith("trained:"):
+        from .train_mlm import models_root
+
+        run = name.split(":", 1)[1]
+        run, _, sub = run.partition("@")          # trained:english@minilm/ckpt-2 names a checkpoint
+        path = models_root() / run / (sub or "final")
+        if not (path / "config.json").exists():
+            raise ModelUnavailableError(
+                f"model {name!r} has not been trained here ({path} is missing). Fix: "
+                f"python -m textglauber.train_mlm --preset {run}  (./run_all.sh does this for the profiles that need it)")
+        return ModelSource(name=name, path=str(path), is_hub=False, revision=_manifest_commit(path.parent))
     if name.startswith("package:"):
         registry = _packaged()
         key = name.split(":", 1)[1]
@@ -107,6 +118,15 @@ def resolve(name: str) -> ModelSource:
         f"(no network, or HF_HUB_OFFLINE is set). Fix: run once with network access so it is "
         f"cached under HF_HOME, or pass a local directory that holds the model, or use a profile "
         f"whose models install as packages (params/offline.yaml).")
+
+
+def _manifest_commit(folder: Path) -> str | None:
+    import json
+
+    for f in (folder / "manifest.json", folder.parent / "manifest.json"):
+        if f.exists():
+            return (json.loads(f.read_text()).get("git") or {}).get("commit")
+    return None
 
 
 def check_available(names: list[str]) -> None:

@@ -171,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown chapter(s) {unknown}; profile {a.profile!r} has {list(spec['chapters'])}")
     staged = stage(a.profile, Path(a.build_dir))
     if not a.no_execute:
+        from .train_mlm import ensure
+
+        for artifact in spec.get("artifacts", []):      # one-time, cached: _build/models/<name>
+            ensure(artifact)
         preflight(a.profile, chapters)
         for ch in chapters:
             execute(a.profile, ch, staged, Path(a.results))

@@ -306,3 +306,38 @@ def summary(rects: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
                      "95% CI low": lo, "95% CI high": hi, "median R": g.R.median(), "max R": g.R.max(),
                      "Spearman(R, influence)": rho})
     return pd.DataFrame(rows)
+
+
+def along_training(run: str, *, n: int, count: int, top_k: int, temperature: float, gen: torch.Generator,
+                   device: str = "auto", dtype: str = "auto", seed: int = 0) -> pd.DataFrame:
+    """Mean R of every saved checkpoint of a ``train_mlm`` run, on one fixed set of rectangles.
+
+    The rectangles (bases, sites and replacements) are drawn once with the final model and then
+    scored with each checkpoint's conditionals, so the curve shows how incompatibility moves as
+    the model learns, not sampling noise.
+    """
+    import json
+
+    from . import corpus, models
+    from .stats import bootstrap_ci
+    from .train_mlm import models_root
+    from .vocabulary import allowed_vocabulary
+
+    folder = models_root() / run
+    manifest = json.loads((folder / "manifest.json").read_text())
+    final = models.load(f"trained:{run}", device=device, dtype=dtype)
+    vocab = allowed_vocabulary(final.tokenizer)
+    passages = corpus.windows(final.tokenizer, manifest["corpus"]["name"], n, count,
+                              int(torch.randint(2**31 - 1, (1,), generator=gen)), vocab=vocab)
+    rects = sample(models.MaskedLMScorer(final, vocab), passages, count, gen, top_k=top_k)
+    rows = []
+    for r in manifest["runs"]:
+        for c in r["checkpoints"]:
+            lm = models.load(f"trained:{run}@{c['path']}", device=device, dtype=dtype)
+            R = score_mlm(models.MaskedLMScorer(lm, vocab), rects, temperature=temperature).R.to_numpy()
+            lo, hi = bootstrap_ci(R, seed=seed)
+            rows.append({"run": run, "start": r["start"], "checkpoint": c["checkpoint"], "step": c["step"],
+                         "tokens_seen": c["tokens_seen"], "fraction": c["fraction"], "top1": c["top1"],
+                         "top5": c["top5"], "heldout_loss": c["heldout_loss"], "mean R": float(R.mean()),
+                         "95% CI low": lo, "95% CI high": hi, "chosen": r["start"] == manifest["chosen"]})
+    return pd.DataFrame(rows)

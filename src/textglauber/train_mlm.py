@@ -348,6 +348,19 @@ def ensure(preset_name: str, progress: bool = True) -> Path:
     return out
 
 
+def describe(run: str) -> dict:
+    """What a trained run is, for the book: data, size, held-out metrics, the chosen start."""
+    m = json.loads((models_root() / run / "manifest.json").read_text())
+    chosen = next(r for r in m["runs"] if r["start"] == m["chosen"])
+    return {"run": run, "chosen start": m["chosen"], "parameters": chosen["parameters"],
+            "training documents": m["corpus"]["train_documents"], "training tokens": m["corpus"]["train_tokens"],
+            "held-out documents": m["corpus"]["heldout_documents"], "steps": chosen["steps"],
+            "minutes": round(chosen["seconds"] / 60, 1), "held-out top-1": m["final"]["top1"],
+            "held-out top-5": m["final"]["top5"], "pseudo-perplexity": m["final"]["pseudo_perplexity"],
+            "other starts": "; ".join(f"{r['start']}: top-1 {r['final']['top1']:.3f} after {r['steps']} steps"
+                                      for r in m["runs"] if r["start"] != m["chosen"]) or "none"}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m textglauber.train_mlm", description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="english", choices=sorted(PRESETS))

@@ -132,3 +132,15 @@ class JointScorer:
             y[np.arange(len(x)), sites.cpu().numpy()] = a
             out[:, a_pos] = self.log_mu[self.chain.index(y)]
         return torch.as_tensor(out, dtype=torch.float64)
+
+
+def mixing_time(P, eps: float = 0.25, t_max: int = 100_000) -> int:
+    """Exact t_mix(eps) = min t with max over starts x of TV(P^t(x, .), pi) <= eps."""
+    pi = stationary(P)
+    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    D = np.eye(len(pi))
+    for t in range(1, t_max + 1):
+        D = D @ dense
+        if 0.5 * np.abs(D - pi).sum(1).max() <= eps:
+            return t
+    raise RuntimeError(f"no mixing within {t_max} steps")

@@ -1,0 +1,115 @@
+"""Influence coefficients, score oscillation and the high-temperature mixing bound (SPEC section 3).
+
+alpha_ij(T) = sup over x, y that differ only at j of TV(pi_i^T(. | x_{-i}), pi_i^T(. | y_{-i})),
+osc_ij      = sup over the same pairs of (max_a D(a) - min_a D(a)) / 2 with D = s_i(.|x) - s_i(.|y).
+
+Estimates replace each sup by a maximum over sampled base contexts and, at each j, a set of
+replacement tokens (the model's top-k there plus random allowed tokens, plus the token already
+there); every pair of variants at j is compared. Estimates are therefore lower bounds on the
+true suprema. With every state as a context and all of A as replacements they are exact,
+which the tests check on an enumerable chain.
+
+One context costs one batched pass over n x q x n masked rows (q replacements per site); the
+oscillation comes from the same scores, and alpha at every temperature too.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class InfluenceResult:
+    temperatures: np.ndarray       # (K,)
+    alpha_ij: np.ndarray           # (K, n, n) lower-bound estimates, diagonal 0
+    osc_ij: np.ndarray             # (n, n)
+    contexts: int
+    replacements: int              # per site and context
+    exhaustive: bool               # True when the sups were taken over every pair (exact)
+
+    @property
+    def alpha(self) -> np.ndarray:
+        """alpha(T) = max_i sum_j alpha_ij(T), one per temperature."""
+        return self.alpha_ij.sum(axis=2).max(axis=1)
+
+    @property
+    def t_star(self) -> float:
+        """Sufficient temperature T* = max_i sum_j osc_ij / 2: above it alpha < 1 is guaranteed."""
+        return float(self.osc_ij.sum(axis=1).max() / 2)
+
+    def mixing_bound(self, eps: float = 0.25) -> np.ndarray:
+        """ceil(n / (1 - alpha) log(n / eps)) where alpha < 1, else inf."""
+        n = self.osc_ij.shape[0]
+        out = np.full(len(self.temperatures), np.inf)
+        ok = self.alpha < 1
+        out[ok] = np.ceil(n / (1 - self.alpha[ok]) * math.log(n / eps))
+        return out
+
+
+def replacement_sets(scorer, x: torch.Tensor, top_k: int | None, extra: int, gen: torch.Generator) -> list[torch.Tensor]:
+    """For each site j: the current token, the model's top-k at j and ``extra`` random allowed tokens
+    (all of A when ``top_k`` is None)."""
+    n = x.shape[0]
+    ids = scorer.vocab.ids
+    if top_k is None:
+        return [ids.clone() for _ in range(n)]
+    s = scorer.scores(x.unsqueeze(0).expand(n, -1), torch.arange(n)).cpu()
+    out = []
+    for j in range(n):
+        top = ids[s[j].topk(min(top_k, len(ids))).indices]
+        rnd = ids[torch.randint(len(ids), (extra,), generator=gen)] if extra else ids[:0]
+        out.append(torch.unique(torch.cat([x[j:j + 1], top, rnd])))
+    return out
+
+
+def _pairwise(P: torch.Tensor, S: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Max over pairs of rows of TV(P[r], P[r']) (per temperature) and of the score oscillation.
+
+    P: (K, q, |A|) probabilities at K temperatures; S: (q, |A|) raw scores.
+    """
+    tv = 0.5 * (P.unsqueeze(2) - P.unsqueeze(1)).abs().sum(-1)                   # (K, q, q)
+    D = S.unsqueeze(1) - S.unsqueeze(0)                                           # (q, q, |A|)
+    osc = (D.max(-1).values - D.min(-1).values) / 2
+    return tv.flatten(1).max(-1).values, osc.max()
+
+
+def influence(scorer, contexts: torch.Tensor, temperatures, *, top_k: int | None = 10, extra: int = 5,
+              gen: torch.Generator | None = None, batch: int = 512) -> InfluenceResult:
+    """Estimate alpha_ij(T) and osc_ij from base contexts (C, n)."""
+    contexts = torch.as_tensor(contexts, dtype=torch.long)
+    temps = np.atleast_1d(np.asarray(temperatures, dtype=float))
+    if (temps <= 0).any() or not np.isfinite(temps).all():
+        raise ValueError("temperatures must be positive")
+    c, n = contexts.shape
+    if n < 2:
+        raise ValueError("influence needs n >= 2")
+    if n > scorer.max_length:
+        raise ValueError(f"n={n} exceeds what the model accepts ({scorer.max_length})")
+    gen = gen or torch.Generator().manual_seed(0)
+    T = torch.tensor(temps, dtype=torch.float64).view(-1, 1, 1)
+    alpha = torch.zeros((len(temps), n, n), dtype=torch.float64)
+    osc = torch.zeros((n, n), dtype=torch.float64)
+    q_used = 0
+    for x in contexts:
+        reps = replacement_sets(scorer, x, top_k, extra, gen)
+        q_used = max(q_used, max(len(r) for r in reps))
+        for j in range(n):
+            variants = x.repeat(len(reps[j]), 1)
+            variants[:, j] = reps[j]
+            others = [i for i in range(n) if i != j]
+            states = variants.repeat_interleave(len(others), 0)                 # (q * (n-1), n)
+            sites = torch.tensor(others).repeat(len(reps[j]))
+            scores = torch.cat([scorer.scores(states[s:s + batch], sites[s:s + batch]).double().cpu()
+                                for s in range(0, len(states), batch)])
+            scores = scores.view(len(reps[j]), len(others), -1)                  # (q, n-1, |A|)
+            for k, i in enumerate(others):
+                S = scores[:, k]
+                P = torch.softmax(S.unsqueeze(0) / T, dim=-1)
+                tv, o = _pairwise(P, S)
+                alpha[:, i, j] = torch.maximum(alpha[:, i, j], tv)
+                osc[i, j] = max(osc[i, j], o)
+    return InfluenceResult(temperatures=temps, alpha_ij=alpha.numpy(), osc_ij=osc.numpy(), contexts=c,
+                           replacements=q_used, exhaustive=top_k is None)

@@ -1,0 +1,109 @@
+"""Certificates of slow escape (SPEC section 3): score margins and the drift of a token count.
+
+Score gap at position i of state x: g_i = s_i(x_i | x_{-i}) - max_{a != x_i} s_i(a | x_{-i}),
+positive exactly when x_i is the model's argmax there. A basin whose every exit site has
+gap >= Delta leaves with probability at most (|A| - 1) e^{-Delta/T} per step, so
+t_mix >= e^{Delta/T} / (4 (|A| - 1)) whenever the basin holds at most half the mass.
+
+Drift of N(x) = number of copies of one token t:
+D(x) = (1/n) sum_i ( 1[x_i != t] pi_i(t|x) - 1[x_i = t] (1 - pi_i(t|x)) ),
+exact, from one batched pass over the n sites of each state.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+
+def score_gaps(scorer, states: torch.Tensor, batch: int = 512) -> np.ndarray:
+    """Per-position gaps g_i for each state: (B, n) in raw score units."""
+    states = torch.as_tensor(states, dtype=torch.long)
+    b, n = states.shape
+    flat_states = states.repeat_interleave(n, 0)
+    sites = torch.arange(n).repeat(b)
+    out = []
+    for s in range(0, len(sites), batch):
+        sc = scorer.scores(flat_states[s:s + batch], sites[s:s + batch]).float().cpu()
+        cur = flat_states[s:s + batch][torch.arange(len(sc)), sites[s:s + batch]]
+        pos = scorer.vocab.index_of(cur)
+        if (pos < 0).any():
+            raise ValueError("a state holds a token outside the allowed vocabulary")
+        own = sc[torch.arange(len(sc)), pos]
+        sc[torch.arange(len(sc)), pos] = -torch.inf
+        out.append(own - sc.max(-1).values)
+    return torch.cat(out).view(b, n).numpy()
+
+
+def escape_bound(delta: float, vocab_size: int, temperature: float) -> float:
+    """Per-step escape probability bound (|A| - 1) e^{-Delta/T} (may exceed 1: then it says nothing)."""
+    return (vocab_size - 1) * math.exp(-delta / temperature)
+
+
+def tmix_lower_bound(delta: float, vocab_size: int, temperature: float) -> float:
+    """t_mix >= e^{Delta/T} / (4 (|A| - 1)), valid when the basin holds at most half the mass."""
+    return math.exp(delta / temperature) / (4 * (vocab_size - 1))
+
+
+def drift(scorer, states: torch.Tensor, token: int, temperature: float, batch: int = 512) -> np.ndarray:
+    """Exact one-step drift D(x) of the count of ``token`` for each state (B,)."""
+    if temperature <= 0:
+        raise ValueError("temperature must be positive")
+    states = torch.as_tensor(states, dtype=torch.long)
+    b, n = states.shape
+    t_pos = int(scorer.vocab.index_of(torch.tensor([token]))[0])
+    if t_pos < 0:
+        raise ValueError("the drift token is not in the allowed vocabulary")
+    flat = states.repeat_interleave(n, 0)
+    sites = torch.arange(n).repeat(b)
+    p_tok = []
+    for s in range(0, len(sites), batch):
+        sc = scorer.scores(flat[s:s + batch], sites[s:s + batch]).double().cpu()
+        p_tok.append(torch.softmax(sc / temperature, -1)[:, t_pos])
+    p = torch.cat(p_tok).view(b, n)
+    is_t = states == token
+    return (torch.where(is_t, -(1 - p), p).mean(1)).numpy()
+
+
+def states_with_k(passages: torch.Tensor, token: int, k: int, count: int, gen: torch.Generator) -> torch.Tensor:
+    """``count`` states: a random seed passage with exactly k copies of ``token`` at random positions
+    (copies already present elsewhere are replaced by other tokens of the same passage)."""
+    passages = torch.as_tensor(passages, dtype=torch.long)
+    p, n = passages.shape
+    if not 0 <= k <= n:
+        raise ValueError(f"k must lie in [0, n={n}]")
+    out = []
+    for _ in range(count):
+        x = passages[int(torch.randint(p, (1,), generator=gen))].clone()
+        other = x[x != token]
+        if len(other) == 0:
+            raise ValueError("a seed passage consists only of the drift token")
+        for pos in (x == token).nonzero().flatten():        # clear existing copies
+            x[pos] = other[int(torch.randint(len(other), (1,), generator=gen))]
+        x[torch.randperm(n, generator=gen)[:k]] = token
+        out.append(x)
+    return torch.stack(out)
+
+
+@dataclass
+class DriftRow:
+    temperature: float
+    states: int
+    k: int
+    min_drift: float
+    median_drift: float
+    fraction_positive: float
+
+
+def drift_table(scorer, passages, token: int, k: int, count: int, temperatures, gen: torch.Generator):
+    """The preprint's drift table for one model: min, median and share of D > 0 per temperature."""
+    states = states_with_k(passages, token, k, count, gen)
+    rows, per_state = [], []
+    for T in temperatures:
+        d = drift(scorer, states, token, T)
+        rows.append(DriftRow(T, len(d), k, float(d.min()), float(np.median(d)), float((d > 0).mean())))
+        per_state.append(pd.DataFrame({"temperature": T, "state": np.arange(len(d)), "drift": d}))
+    return pd.DataFrame([r.__dict__ for r in rows]), pd.concat(per_state, ignore_index=True), states

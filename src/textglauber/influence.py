@@ -113,3 +113,17 @@ def influence(scorer, contexts: torch.Tensor, temperatures, *, top_k: int | None
                 osc[i, j] = max(osc[i, j], o)
     return InfluenceResult(temperatures=temps, alpha_ij=alpha.numpy(), osc_ij=osc.numpy(), contexts=c,
                            replacements=q_used, exhaustive=top_k is None)
+
+
+def experiment(scorer, passages: torch.Tensor, temperatures, *, n_contexts: int, top_k: int, extra: int,
+               gen: torch.Generator, eps: float = 0.25):
+    """The chapter's protocol for one model: estimates from ``n_contexts`` seed windows.
+
+    Returns (InfluenceResult, one-row-per-temperature DataFrame)."""
+    import pandas as pd
+
+    pick = torch.randperm(len(passages), generator=gen)[:n_contexts]
+    res = influence(scorer, passages[pick], temperatures, top_k=top_k, extra=extra, gen=gen)
+    table = pd.DataFrame({"temperature": res.temperatures, "alpha (lower bound)": res.alpha,
+                          "contracts": res.alpha < 1, "t_mix bound": res.mixing_bound(eps)})
+    return res, table

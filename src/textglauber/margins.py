@@ -48,9 +48,12 @@ def tmix_lower_bound(delta: float, vocab_size: int, temperature: float) -> float
     return math.exp(delta / temperature) / (4 * (vocab_size - 1))
 
 
-def drift(scorer, states: torch.Tensor, token: int, temperature: float, batch: int = 512) -> np.ndarray:
-    """Exact one-step drift D(x) of the count of ``token`` for each state (B,)."""
-    if temperature <= 0:
+def drift(scorer, states: torch.Tensor, token: int, temperatures, batch: int = 512) -> np.ndarray:
+    """Exact one-step drift D(x) of the count of ``token``: (B,) for one temperature, (K, B) for a list.
+
+    The scores are computed once and serve every temperature."""
+    temps = np.atleast_1d(np.asarray(temperatures, dtype=float))
+    if (temps <= 0).any():
         raise ValueError("temperature must be positive")
     states = torch.as_tensor(states, dtype=torch.long)
     b, n = states.shape
@@ -59,13 +62,15 @@ def drift(scorer, states: torch.Tensor, token: int, temperature: float, batch: i
         raise ValueError("the drift token is not in the allowed vocabulary")
     flat = states.repeat_interleave(n, 0)
     sites = torch.arange(n).repeat(b)
+    T = torch.tensor(temps, dtype=torch.float64).view(-1, 1, 1)
     p_tok = []
     for s in range(0, len(sites), batch):
         sc = scorer.scores(flat[s:s + batch], sites[s:s + batch]).double().cpu()
-        p_tok.append(torch.softmax(sc / temperature, -1)[:, t_pos])
-    p = torch.cat(p_tok).view(b, n)
-    is_t = states == token
-    return (torch.where(is_t, -(1 - p), p).mean(1)).numpy()
+        p_tok.append(torch.softmax(sc.unsqueeze(0) / T, -1)[..., t_pos])
+    p = torch.cat(p_tok, dim=1).view(len(temps), b, n)
+    is_t = (states == token).unsqueeze(0)
+    d = torch.where(is_t, -(1 - p), p).mean(-1).numpy()
+    return d[0] if np.ndim(temperatures) == 0 else d
 
 
 def states_with_k(passages: torch.Tensor, token: int, k: int, count: int, gen: torch.Generator) -> torch.Tensor:
@@ -102,8 +107,8 @@ def drift_table(scorer, passages, token: int, k: int, count: int, temperatures, 
     """The preprint's drift table for one model: min, median and share of D > 0 per temperature."""
     states = states_with_k(passages, token, k, count, gen)
     rows, per_state = [], []
-    for T in temperatures:
-        d = drift(scorer, states, token, T)
+    all_d = drift(scorer, states, token, list(temperatures))
+    for T, d in zip(temperatures, all_d):
         rows.append(DriftRow(T, len(d), k, float(d.min()), float(np.median(d)), float((d > 0).mean())))
         per_state.append(pd.DataFrame({"temperature": T, "state": np.arange(len(d)), "drift": d}))
     return pd.DataFrame([r.__dict__ for r in rows]), pd.concat(per_state, ignore_index=True), states

@@ -343,3 +343,16 @@ class CausalLMScorer:
         logp = torch.log_softmax(logits.to(SCORE_DTYPE), dim=-1)
         tok = logp.gather(-1, states.to(ids.device).unsqueeze(-1)).squeeze(-1)
         return tok.double().sum(dim=1).cpu()
+
+
+def open_mlm(spec: dict, device: str | None = "auto", dtype: str | None = "auto"):
+    """A chapter's masked LM from its parameter dict: (LoadedModel, MaskedLMScorer).
+
+    ``spec`` holds ``name`` and optionally ``whole_words``, ``alphabetic`` or ``tokens`` for the
+    allowed vocabulary."""
+    from .vocabulary import allowed_vocabulary
+
+    lm = load(spec["name"], kind="mlm", device=device, dtype=dtype)
+    vocab = allowed_vocabulary(lm.tokenizer, whole_words=spec.get("whole_words", False),
+                               alphabetic=spec.get("alphabetic", False), tokens=spec.get("tokens"))
+    return lm, MaskedLMScorer(lm, vocab)

@@ -214,25 +214,24 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
     (rectangles DataFrame, grid DataFrame or None, model description).
     """
     from . import corpus, models
-    from .vocabulary import allowed_vocabulary
 
     if temperature <= 0:
         raise ValueError("temperature must be positive")
     kind = model.get("kind", "mlm")
     count = int(model.get("rectangles", count))
-    lm = models.load(model["name"], kind=kind, device=device, dtype=dtype)
-    if n > lm.max_content_length:
-        raise ValueError(f"n={n} exceeds what {model['name']} accepts ({lm.max_content_length} content tokens)")
     seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
     if kind == "causal":
+        lm = models.load(model["name"], kind=kind, device=device, dtype=dtype)
+        _check_length(lm, n)
         scorer = CausalLMScorer(lm)
         passages = corpus.windows(lm.tokenizer, model["corpus"], n, count, seed)
         rects = sample(scorer, passages, count, gen, top_k=top_k)
         df = score_causal(scorer, rects)
         grids = None
     else:
-        vocab = allowed_vocabulary(lm.tokenizer, whole_words=model.get("whole_words", False))
-        scorer = models.MaskedLMScorer(lm, vocab)
+        lm, scorer = models.open_mlm(model, device=device, dtype=dtype)
+        _check_length(lm, n)
+        vocab = scorer.vocab
         passages = corpus.windows(lm.tokenizer, model["corpus"], n, count, seed, vocab=vocab)
         rects = sample(scorer, passages, count, gen, top_k=top_k)
         df = score_mlm(scorer, rects, temperature=temperature)
@@ -249,6 +248,11 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
             grids.insert(0, "model", model["name"])
     df.insert(0, "model", model["name"])
     return df, grids, {**lm.describe(), "corpus": model["corpus"], "n": n, "rectangles": count}
+
+
+def _check_length(lm, n: int) -> None:
+    if n > lm.max_content_length:
+        raise ValueError(f"n={n} exceeds what {lm.name} accepts ({lm.max_content_length} content tokens)")
 
 
 def _grid_tokens(scorer, x: torch.Tensor, site: int, k: int, gen: torch.Generator, top_k: int) -> list[int]:

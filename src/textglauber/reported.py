@@ -10,3 +10,12 @@ RECTANGLE_MEAN_R = {          # section 2: mean R over 300 MS MARCO rectangles, 
     "gpt2": 0.000,
 }
 RECTANGLE_PROTOCOL = {"rectangles_per_model": 300, "top_k": 50, "temperature": 1.0, "corpus": "MS MARCO"}
+
+# section 3: bounds
+BOUNDS = {
+    "sentence_tokens": 14,
+    "t_star_vs_empirical": "T* is an order of magnitude above the temperature where mixing is empirically fast",
+    "drift_states": 200,
+    "drift_min_median": [(0.042, 0.080), (0.024, 0.066)],   # at the two temperatures reported
+    "drift_fraction_positive": 1.0,
+}

@@ -144,3 +144,32 @@ def mixing_time(P, eps: float = 0.25, t_max: int = 100_000) -> int:
         if 0.5 * np.abs(D - pi).sum(1).max() <= eps:
             return t
     raise RuntimeError(f"no mixing within {t_max} steps")
+
+
+class TabulatedScorer:
+    """Every score of another scorer on an enumerable state space, computed once and looked up.
+
+    Chains and couplings on a tiny model then cost table look-ups instead of model calls, which
+    makes thousands of replicate runs cheap in the tests and the ground-truth chapter."""
+
+    def __init__(self, scorer, n: int, prefix: np.ndarray | None = None):
+        self.vocab = scorer.vocab
+        self.n = n
+        vocab_ids = np.sort(scorer.vocab.ids.numpy())
+        self.chain = ExactChain(states=enumerate_states(vocab_ids, n, prefix), kernel=None,
+                                free=list(range(0 if prefix is None else len(prefix), n)), vocab_ids=vocab_ids)
+        s, k = len(self.chain.states), len(vocab_ids)
+        table = np.empty((s, n, k))
+        for i in range(n):
+            xs = torch.as_tensor(self.chain.states)
+            table[:, i] = np.concatenate([scorer.scores(xs[b:b + 4096], torch.full((len(xs[b:b + 4096]),), i))
+                                          .double().cpu().numpy() for b in range(0, len(xs), 4096)])
+        self.table = torch.as_tensor(table)
+
+    @property
+    def max_length(self) -> int:
+        return self.n
+
+    def scores(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
+        idx = torch.as_tensor(self.chain.index(states.cpu().numpy()))
+        return self.table[idx, sites.cpu()]

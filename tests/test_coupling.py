@@ -1,0 +1,102 @@
+"""Maximal coupling and coupled chains against exact answers."""
+import numpy as np
+import pytest
+import torch
+
+from textglauber import coupling, exact, semantics
+
+
+def test_maximal_coupling_has_the_right_marginals_and_disagreement():
+    g = torch.Generator().manual_seed(0)
+    p = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    q = torch.tensor([0.1, 0.3, 0.2, 0.4])
+    m = 200_000
+    x, y = coupling.maximal_coupling(p.expand(m, -1), q.expand(m, -1), torch.rand((m, 3), generator=g, dtype=torch.float64))
+    fx = torch.bincount(x, minlength=4).double() / m
+    fy = torch.bincount(y, minlength=4).double() / m
+    torch.testing.assert_close(fx, p.double(), atol=4e-3, rtol=0)
+    torch.testing.assert_close(fy, q.double(), atol=4e-3, rtol=0)
+    tv = 0.5 * float((p - q).abs().sum())
+    assert float((x != y).double().mean()) == pytest.approx(tv, abs=4e-3)
+    # equal laws: the two draws are always equal
+    x2, y2 = coupling.maximal_coupling(p.expand(1000, -1), p.expand(1000, -1), torch.rand((1000, 3), generator=g, dtype=torch.float64))
+    assert torch.equal(x2, y2)
+
+
+@pytest.fixture(scope="module")
+def table(small_scorer):
+    return exact.TabulatedScorer(small_scorer, 3)
+
+
+def _all_pairs(table, reps):
+    s = torch.as_tensor(table.chain.states)
+    k = len(s)
+    xi, yi = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
+    xi, yi = np.repeat(xi.ravel(), reps), np.repeat(yi.ravel(), reps)
+    return s[xi], s[yi], xi, yi
+
+
+def test_identical_starts_are_coupled_at_once(table):
+    s = torch.as_tensor(table.chain.states[:5])
+    run = coupling.couple(table, s, s.clone(), 1.0, 10, torch.Generator().manual_seed(0))
+    assert (run.tau == 0).all()
+
+
+@pytest.fixture(scope="module")
+def two_basins(tiny_mlm):
+    """Three tokens on which the tiny MLM has two all-argmax states ("ran field river" and
+    "river river river", with score margins 0.74 and 0.41): a chain with two traps at low T."""
+    from textglauber import models, vocabulary
+
+    v = vocabulary.allowed_vocabulary(tiny_mlm.tokenizer, tokens=["ran", "river", "field"])
+    return exact.TabulatedScorer(models.MaskedLMScorer(tiny_mlm, v), 3)
+
+
+def test_coupling_time_falls_with_temperature(two_basins):
+    from textglauber import margins
+
+    states = torch.as_tensor(two_basins.chain.states)
+    perfect = states[(margins.score_gaps(two_basins, states) > 0).all(1)]
+    assert len(perfect) == 2
+    x, y, _, _ = _all_pairs(two_basins, 2)
+    means = []
+    for T in (0.02, 0.3, 1.0, 3.0):
+        run = coupling.couple(two_basins, x, y, T, 300, torch.Generator().manual_seed(1))
+        means.append(np.mean(np.where(run.censored, 300, run.tau)))
+        if T == 3.0:
+            assert not run.censored.any()                       # fast: every pair couples in budget
+    assert all(a >= b for a, b in zip(means, means[1:])), means
+    # at T tiny, pairs started in the two different traps never meet within the budget
+    stuck = coupling.couple(two_basins, perfect[:1].repeat(20, 1), perfect[1:].repeat(20, 1), 0.02, 300,
+                            torch.Generator().manual_seed(2))
+    assert stuck.censored.all()
+
+
+def test_exact_mixing_time_lies_below_the_coupling_bound(table, small_scorer):
+    """d(t) <= max_{x,y} P(tau_xy > t): the exact t_mix(1/4) is at most the first t where the
+    worst start pair's estimated tail drops below 1/4 (with sampling slack)."""
+    T, reps = 1.0, 60
+    x, y, xi, yi = _all_pairs(table, reps)
+    run = coupling.couple(table, x, y, T, 400, torch.Generator().manual_seed(2))
+    tau = np.where(run.censored, np.inf, run.tau).reshape(-1, reps)
+    t_grid = np.arange(0, 401)
+    worst_tail = np.array([(tau > t).mean(1).max() for t in t_grid])
+    bound = int(t_grid[np.argmax(worst_tail <= 0.25 - 0.1)])     # 0.1: sampling slack on 60 replicates
+    t_mix = exact.mixing_time(exact.glauber_kernel(small_scorer, 3, T).kernel, 0.25)
+    assert t_mix <= bound
+
+
+def test_hitting_times_respect_censoring():
+    steps = np.array([0, 10, 20, 30])
+    d = np.array([[0, 0, 0], [0.1, 0.5, 0.0], [0.4, 0.6, 0.1], [0.2, 0.7, 0.2]])
+    tau, cens = semantics.hitting_times(steps, d, 0.3)
+    assert np.isnan(tau[2]) and cens.tolist() == [False, False, True]
+    assert tau[:2].tolist() == [20.0, 10.0]
+
+
+def test_law_fits_recover_n_log_n():
+    n = np.array([8, 16, 32, 64, 128])
+    tau = 3.0 * n * np.log(n) + 5
+    fits = {f["law"]: f for f in semantics.fit_laws(n, tau)}
+    assert fits["a n log n + b"]["a"] == pytest.approx(3.0) and fits["a n log n + b"]["rms residual"] < 1e-8
+    assert fits["a n + b"]["rms residual"] > 1 and fits["a n^2 + b"]["rms residual"] > 1

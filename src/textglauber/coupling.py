@@ -90,3 +90,22 @@ def couple(scorer, x0: torch.Tensor, y0: torch.Tensor, temperatures, budget: int
         live[idx[done]] = False
     censored = np.isnan(tau)
     return CouplingRun(tau=tau, censored=censored, temperature=temps.numpy(), budget=budget)
+
+
+def grid_experiment(scorer, passages_for, lengths, temperatures, *, pairs: int, budget: int,
+                    gen: torch.Generator):
+    """Coupling times over a (T, n) grid: for each n one batched run serves every temperature.
+
+    Each pair starts from two different seed windows. Returns one row per pair."""
+    import pandas as pd
+
+    rows = []
+    temps = np.repeat(np.asarray(temperatures, float), pairs)
+    for n in lengths:
+        starts = passages_for(n, 2 * pairs * len(temperatures))
+        x0, y0 = starts[0::2], starts[1::2]
+        r = couple(scorer, x0, y0, temps, budget, gen)
+        for p in range(len(temps)):
+            rows.append({"n": n, "temperature": float(temps[p]), "pair": p, "tau": r.tau[p],
+                         "censored": bool(r.censored[p])})
+    return pd.DataFrame(rows)

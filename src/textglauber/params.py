@@ -42,7 +42,7 @@ def chapter_parameters(profile: str, chapter: str, results_root: str | Path | No
     return params
 
 
-MODEL_KEYS = ("models", "mlms", "control", "embedder", "classifier")
+MODEL_KEYS = ("model", "models", "mlms", "control", "classifier")
 
 
 def model_names(params: dict) -> list[str]:
@@ -54,6 +54,9 @@ def model_names(params: dict) -> list[str]:
             for it in items:
                 if isinstance(it, dict) and "name" in it:
                     names.append(it["name"])
+                    emb = str(it.get("embedder", ""))
+                    if emb.startswith("sentence:") and not emb.startswith("sentence:package:"):
+                        names.append(emb.split(":", 1)[1])
                 elif isinstance(it, str) and it:
                     names.append(it)
     return names

@@ -123,3 +123,42 @@ def fit_laws(n: np.ndarray, tau: np.ndarray) -> list[dict]:
         (a, b), *_ = np.linalg.lstsq(X, tau[ok], rcond=None)
         out.append({"law": law, "a": a, "b": b, "rms residual": float(np.sqrt(np.mean((X @ [a, b] - tau[ok]) ** 2)))})
     return out
+
+
+def drift_experiment(scorer, emb: Embedder, passages_for, lengths, temperatures, *, trials: int, steps: int,
+                     record_every: int, delta: float, gen: torch.Generator, progress: bool = False):
+    """Chains from seed windows at every (T, n); returns (per-chain table, mean-curve table).
+
+    ``passages_for(n, count)`` gives (count, n) seed windows. Per chain: the hitting time of
+    ``delta`` (censored at ``steps``) and the whole recorded drift curve."""
+    import pandas as pd
+
+    from .chain import ChainSpec, run
+
+    rows, curves = [], []
+    for n in lengths:
+        init = passages_for(n, trials)
+        for T in temperatures:
+            seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
+            r = run(scorer, init, ChainSpec(temperature=float(T), steps=steps, record_every=record_every,
+                                            checkpoint_every=max(steps, 1)), seed=seed, progress=progress)
+            d = drift_curve(emb, r.states)
+            tau, cens = hitting_times(r.steps, d, delta)
+            for b in range(d.shape[1]):
+                rows.append({"n": n, "temperature": float(T), "chain": b, "tau": tau[b], "censored": bool(cens[b])})
+            curves.append(pd.DataFrame({"n": n, "temperature": float(T), "step": r.steps, "mean_drift": d.mean(1), "median_drift": np.median(d, axis=1),
+                                        "q25": np.quantile(d, 0.25, axis=1), "q75": np.quantile(d, 0.75, axis=1)}))
+    return pd.DataFrame(rows), pd.concat(curves, ignore_index=True)
+
+
+def censored_median(tau: np.ndarray, censored: np.ndarray, budget: float, seed: int = 0) -> dict:
+    """Median of right-censored times (censored counted at the budget) with a bootstrap 95% interval;
+    the median is reported only while fewer than half the runs are censored."""
+    from .stats import bootstrap_ci
+
+    t = np.where(censored, budget, tau).astype(float)
+    share = float(np.mean(censored))
+    if share >= 0.5:
+        return {"median": np.nan, "ci_low": np.nan, "ci_high": np.nan, "censored": share}
+    lo, hi = bootstrap_ci(t, stat=np.median, seed=seed)
+    return {"median": float(np.median(t)), "ci_low": lo, "ci_high": hi, "censored": share}

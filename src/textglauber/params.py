@@ -42,7 +42,7 @@ def chapter_parameters(profile: str, chapter: str, results_root: str | Path | No
     return params
 
 
-MODEL_KEYS = ("model", "models", "mlms", "control", "classifier")
+MODEL_KEYS = ("model", "models", "mlms", "control", "classifier", "topic_scorer")
 
 
 def model_names(params: dict) -> list[str]:
@@ -57,7 +57,9 @@ def model_names(params: dict) -> list[str]:
                     emb = str(it.get("embedder", ""))
                     if emb.startswith("sentence:") and not emb.startswith("sentence:package:"):
                         names.append(emb.split(":", 1)[1])
-                elif isinstance(it, str) and it:
+                elif isinstance(it, str) and it.startswith("nli:"):
+                    names.append(it.split(":", 1)[1])
+                elif isinstance(it, str) and it and not it.startswith("embedding:"):
                     names.append(it)
     return names
 

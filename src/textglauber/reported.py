@@ -19,3 +19,14 @@ BOUNDS = {
     "drift_min_median": [(0.042, 0.080), (0.024, 0.066)],   # at the two temperatures reported
     "drift_fraction_positive": 1.0,
 }
+
+# section 5: recurrent semantic basins (bert-base-uncased, T = 1, 50 chains x 10,000 steps,
+# zero-shot scores from facebook/bart-large-mnli every 200 steps)
+BASINS_POLITICS = {"health": (0.008, 0.044), "sport": (0.011, 0.036), "science": (0.003, 0.056),
+                   "food": (0.003, 0.174), "technology": (0.004, 0.038)}      # step 0 -> 10k
+BASINS_SEED_TOPIC = {"health": (0.631, 0.116), "sport": (0.763, 0.204), "science": (0.682, 0.068),
+                     "food": (0.834, 0.037), "technology": (0.846, 0.152)}
+BASINS_CROSSING = (46, 50)          # chains crossing the politics baseline at least once
+BASINS_ENDPOINT_POLITICS = {        # BERT / RoBERTa / ModernBERT
+    "health": (0.044, 0.112, 0.026), "sport": (0.036, 0.042, 0.052), "science": (0.056, 0.062, 0.037),
+    "food": (0.174, 0.052, 0.038), "technology": (0.038, 0.198, 0.033)}

@@ -139,3 +139,24 @@ def recurrence(steps: np.ndarray, score: np.ndarray, baseline: float) -> dict:
             "last crossing": float(steps[ups[-1]]) if len(ups) else np.nan,
             "share above": float(above.mean()), "peak": float(score.max()), "start": float(score[0]),
             "end": float(score[-1])}
+
+
+def seed_states(tokenizer, topics_wanted: list[str], per_topic: int, seq_len: int, vocab=None):
+    """Token windows of the seed sentences: (ids (S, seq_len), topic per row, text per row).
+
+    Sentences shorter than seq_len are padded by repeating their own tokens from the start,
+    so every row is a real (if repetitive) text."""
+    seeds = seed_texts()
+    missing = sorted(set(topics_wanted) - set(seeds.label))
+    if missing:
+        raise ValueError(f"no seed sentences for topics {missing}; available: {sorted(set(seeds.label))}")
+    rows, labels, texts = [], [], []
+    for topic in topics_wanted:
+        for text in seeds[seeds.label == topic].text.tolist()[:per_topic]:
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            while len(ids) < seq_len:
+                ids = ids + ids
+            rows.append(ids[:seq_len])
+            labels.append(topic)
+            texts.append(text)
+    return torch.tensor(rows, dtype=torch.long), labels, texts

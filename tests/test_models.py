@@ -1,6 +1,7 @@
 """Loading, the split LM head, and clear errors for models that cannot be had."""
 import time
 
+import numpy as np
 import pytest
 import torch
 from transformers import (AlbertConfig, AlbertForMaskedLM, BertConfig, BertForMaskedLM, DistilBertConfig,
@@ -49,11 +50,47 @@ def test_scorer_matches_direct_masked_call(tiny_mlm, full_scorer):
 
 
 def test_head_runs_on_b_rows_only(full_scorer):
-    x = torch.randint(5, 60, (7, 10))
-    full_scorer.head_rows_seen.clear()
-    out = full_scorer.scores(x, torch.zeros(7, dtype=torch.long))
+    """The LM head sees one row per chain, never B x n rows (checked on the shapes through a hook)."""
+    seen = []
+    hook = full_scorer.encoder.register_forward_hook(lambda m, i, o: seen.append(("encoder", tuple(o[0].shape))))
+    hook2 = full_scorer.transform.register_forward_hook(lambda m, i, o: seen.append(("head", tuple(i[0].shape))))
+    try:
+        x = torch.randint(5, 60, (7, 10))
+        out = full_scorer.scores(x, torch.zeros(7, dtype=torch.long))
+    finally:
+        hook.remove()
+        hook2.remove()
+    hidden = full_scorer.lm.model.config.hidden_size
+    assert seen == [("encoder", (7, 12, hidden)), ("head", (7, hidden))]
     assert out.shape == (7, full_scorer.vocab.size)
-    assert full_scorer.head_rows_seen == [7]
+
+
+class _FullLogitsScorer:
+    """The plain way: full B x L x V logits from the model, then pick rows and allowed columns."""
+
+    def __init__(self, inner):
+        self.inner, self.vocab = inner, inner.vocab
+
+    @property
+    def max_length(self):
+        return self.inner.max_length
+
+    def scores(self, states, sites):
+        ids = self.inner.frame(states).clone()
+        rows = torch.arange(len(sites))
+        ids[rows, sites + 1] = self.inner.mask_id
+        with torch.no_grad():
+            return self.inner.lm.model(input_ids=ids).logits[rows, sites + 1][:, self.vocab.ids]
+
+
+def test_engine_samples_are_identical_with_and_without_the_optimisations(full_scorer):
+    from textglauber.chain import ChainSpec, run
+
+    init = full_scorer.vocab.ids[torch.randint(full_scorer.vocab.size, (6, 9), generator=torch.Generator().manual_seed(4))]
+    spec = ChainSpec(temperature=1.0, steps=60, record_every=1)
+    fast = run(full_scorer, init, spec, seed=9)
+    plain = run(_FullLogitsScorer(full_scorer), init, spec, seed=9)
+    assert np.array_equal(fast.states, plain.states)
 
 
 def test_causal_logprob_matches_token_by_token(tiny_causal):

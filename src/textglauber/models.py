@@ -280,7 +280,6 @@ class MaskedLMScorer:
         self._prefix = torch.tensor(lm.prefix_ids, dtype=torch.long, device=lm.device)
         self._suffix = torch.tensor(lm.suffix_ids, dtype=torch.long, device=lm.device)
         self.mask_id = lm.tokenizer.mask_token_id
-        self.head_rows_seen: list[int] = []    # shapes the head was applied to (for tests)
 
     @property
     def max_length(self) -> int:
@@ -302,7 +301,6 @@ class MaskedLMScorer:
         return out[0][rows, pos]
 
     def head(self, rows: torch.Tensor) -> torch.Tensor:
-        self.head_rows_seen.append(rows.shape[0])
         t = self.transform(rows).to(SCORE_DTYPE)
         return F.linear(t, self._weight, self._bias)
 

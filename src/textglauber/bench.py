@@ -1,0 +1,200 @@
+"""Benchmark: how close the engine runs to the machine's limit, against the older ways.
+
+    python -m textglauber.bench                      # CPU, the default grid
+    python -m textglauber.bench --quick              # a small grid (minutes)
+    python -m textglauber.bench --device cuda        # the GPU path (bf16 weights, float32 scores)
+
+Variants, on the same inputs:
+
+- ``engine``: this library's step: B chains, each with its own site, one encoder pass, the LM
+  head on B rows and |A| columns;
+- ``fill_mask_loop``: one chain per forward pass with full logits (a fill-mask style loop);
+- ``shared_site_full``: one forward pass for the batch, every chain masked at the same site,
+  full B x n x V logits materialised (as earlier public Gibbs code does);
+- ``coupled_pairs``: one coupled step for B/2 pairs (2 rows each);
+- ``rectangles``: rectangles scored per second (4 masked rows each).
+
+Throughput is chain-steps (or rectangles) per second, the median of repeated timings. The
+compute bound is the measured matrix-multiply rate divided by the model's FLOPs per chain-step.
+Logit memory is read off the logit tensors each variant creates. BERT-base shape uses random
+weights (throughput does not depend on them); AntiBERTy and rxnfp BERT are the real packaged
+models. Writes a CSV and prints the table with ratios.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+
+def matmul_rate(device: torch.device, dtype: torch.dtype, size: int = 2048, reps: int = 5) -> float:
+    """Measured dense matrix-multiply throughput in FLOP/s."""
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    a @ b
+    times = []
+    for _ in range(reps):
+        _sync(device)
+        t = time.perf_counter()
+        a @ b
+        _sync(device)
+        times.append(time.perf_counter() - t)
+    return 2 * size**3 / statistics.median(times)
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def flops_per_step(model, n_tokens: int, head_cols: int) -> float:
+    """Forward FLOPs of one chain-step: encoder over all tokens plus the head on one row."""
+    cfg = model.config
+    h, layers = cfg.hidden_size, cfg.num_hidden_layers
+    inter = getattr(cfg, "intermediate_size", 4 * h)
+    per_token = layers * (2 * 4 * h * h + 2 * 2 * h * inter + 2 * 2 * n_tokens * h)
+    head = 2 * h * h + 2 * h * head_cols
+    return per_token * n_tokens + head
+
+
+def bert_base_random(device, dtype):
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizer
+
+    from . import tiny
+    from .models import LoadedModel
+
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig()).to(device=device, dtype=dtype).eval()     # bert-base shape, 30522 vocab
+    tok_dir = tiny.cache_root() / "bench-tok"
+    tok_dir.mkdir(parents=True, exist_ok=True)
+    tok = tiny._tokenizer(tok_dir)
+    tok.mask_token_id  # noqa: B018  (the word-level vocab supplies special ids; content ids are random)
+    return LoadedModel(name="bert-base shape (random weights)", kind="mlm", model=model, tokenizer=tok, device=device,
+                       dtype=dtype, source="random", revision=None, max_positions=512, prefix_ids=[2], suffix_ids=[3])
+
+
+def _time(fn, reps: int) -> float:
+    fn()
+    out = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return statistics.median(out)
+
+
+def run_grid(models_wanted, lengths, batches, device: str = "cpu", reps: int = 3, steps: int = 3) -> pd.DataFrame:
+    from . import models as M
+    from .chain import ChainSpec, step
+    from .coupling import couple
+    from .device import pick_device, pick_dtype
+    from .vocabulary import AllowedVocab
+
+    dev = pick_device(device)
+    dt = pick_dtype("auto", dev)
+    rate = matmul_rate(dev, dt)
+    rows = []
+    for name in models_wanted:
+        lm = bert_base_random(dev, dt) if name == "bert-base" else M.load(name, device=str(dev), dtype=str(dt).split(".")[-1])
+        V = int(lm.model.config.vocab_size)
+        special = set(lm.tokenizer.all_special_ids) | set(range(5))
+        ids = torch.tensor([i for i in range(V) if i not in special])
+        vocab = AllowedVocab(ids=ids, tokens=tuple(str(i) for i in ids.tolist()), vocab_size=V)
+        scorer = M.MaskedLMScorer(lm, vocab)
+        gen = torch.Generator().manual_seed(0)
+        for n in lengths:
+            fl = flops_per_step(lm.model, n + 2, vocab.size)
+            bound = rate / fl
+            for B in batches:
+                x = ids[torch.randint(len(ids), (B, n), generator=gen)]
+                spec = ChainSpec(temperature=1.0, steps=steps)
+
+                def engine():
+                    s = x.clone()
+                    for _ in range(steps):
+                        step(scorer, s, spec, gen)
+                    _sync(dev)
+
+                def fill_mask_loop():
+                    with torch.no_grad():
+                        for _ in range(steps):
+                            for b in range(B):
+                                inp = scorer.frame(x[b:b + 1]).clone()
+                                inp[0, 1 + b % n] = lm.tokenizer.mask_token_id
+                                lm.model(input_ids=inp).logits
+                    _sync(dev)
+
+                def shared_site_full():
+                    with torch.no_grad():
+                        for k in range(steps):
+                            inp = scorer.frame(x).clone()
+                            inp[:, 1 + k % n] = lm.tokenizer.mask_token_id
+                            lm.model(input_ids=inp).logits
+                    _sync(dev)
+
+                variants = {"engine": (engine, B * steps, B * vocab.size * 4),
+                            "fill_mask_loop": (fill_mask_loop, B * steps, (n + 2) * V * 4),
+                            "shared_site_full": (shared_site_full, B * steps, B * (n + 2) * V * 4)}
+                if B >= 2:
+                    half = B // 2
+                    variants["coupled_pairs"] = (
+                        lambda: couple(scorer, x[:half], x[half:2 * half], 1.0, steps, gen), 2 * half * steps,
+                        2 * half * vocab.size * 4)
+                for v, (fn, work, logit_bytes) in variants.items():
+                    if v == "fill_mask_loop" and B > 64:
+                        continue            # hours on a CPU; the ratio at B <= 64 already says it
+                    sec = _time(fn, reps)
+                    rows.append({"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
+                                 "batch": B, "variant": v, "chain_steps_per_s": work / sec,
+                                 "compute_bound_steps_per_s": bound, "fraction_of_bound": work / sec / bound,
+                                 "logit_bytes": logit_bytes, "matmul_gflops": rate / 1e9})
+                from .rectangle import Rectangles, score_mlm
+
+                R = max(1, B // 4)
+                rects = Rectangles(seq_id=np.zeros(R, int), base=x[:R], i=torch.zeros(R, dtype=torch.long),
+                                   j=torch.ones(R, dtype=torch.long), a_prime=x[:R, 1].clone(), b_prime=x[:R, 0].clone())
+                sec = _time(lambda: score_mlm(scorer, rects), reps)
+                rows.append({"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
+                             "batch": 4 * R, "variant": "rectangles", "chain_steps_per_s": R / sec,
+                             "compute_bound_steps_per_s": bound / 4, "fraction_of_bound": R / sec / (bound / 4),
+                             "logit_bytes": 4 * R * vocab.size * 4, "matmul_gflops": rate / 1e9})
+    df = pd.DataFrame(rows)
+    eng = df[df.variant == "engine"].set_index(["model", "n", "batch"]).chain_steps_per_s
+    df["engine_speedup"] = [eng.get((m, n, b), np.nan) / s if v in ("fill_mask_loop", "shared_site_full") else np.nan
+                            for m, n, b, v, s in zip(df.model, df.n, df.batch, df.variant, df.chain_steps_per_s)]
+    return df
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m textglauber.bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--quick", action="store_true", help="n = 20, batch 1/16/64, BERT-base shape and AntiBERTy")
+    ap.add_argument("--models", nargs="*", default=None)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+    from .results import repo_root, versions
+
+    models_wanted = a.models or (["bert-base", "package:antiberty"] if a.quick
+                                 else ["bert-base", "package:antiberty", "package:rxnfp-bert"])
+    lengths = [20] if a.quick else [20, 64, 128]
+    batches = [1, 16, 64] if a.quick else [1, 16, 64, 256]
+    torch.set_num_threads(torch.get_num_threads())
+    df = run_grid(models_wanted, lengths, batches, a.device)
+    out = Path(a.out) if a.out else repo_root() / "results" / "bench" / f"bench-{a.device}.csv"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out, index=False)
+    (out.with_suffix(".json")).write_text(pd.Series(versions()).to_json())
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(df[["model", "n", "batch", "variant", "chain_steps_per_s", "fraction_of_bound", "engine_speedup",
+                  "logit_bytes"]].round(3).to_string(index=False))
+    print(f"\nwritten to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -198,3 +198,36 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def workload(profile: str) -> pd.DataFrame:
+    """Masked rows (one row = one chain-step's worth of encoder work at that length) that each
+    chapter of a profile asks for, from its parameters. Upper bounds where runs can stop early
+    (coupled pairs that meet leave the batch)."""
+    from .params import chapter_parameters, load_profile
+
+    spec = load_profile(profile)
+    rows = []
+    for ch in spec["chapters"]:
+        p = chapter_parameters(profile, ch)
+        if ch == "incompatibility":
+            k = len(p["mlms"])
+            work, n = 6 * p["n_rectangles"] * k + 2 * p.get("grid_k", 0) * p.get("n_grids", 0) * k, p["seq_len"]
+        elif ch == "bounds":
+            n, q = p["seq_len"], 1 + p["top_k"] + p["extra"]
+            work = len(p["mlms"]) * (p["n_contexts"] * n * (q * (n - 1) + 1) + p["drift_states"] * n)
+        elif ch == "crossover":
+            L = p["lengths"]
+            n = int(np.mean(L))
+            work = len(L) * (p["trials"] * p["steps"] * len(p["drift_temperatures"])
+                             + 2 * p["pairs"] * p["budget"] * len(p["coupling_temperatures"]))
+        elif ch == "basins":
+            n = p["seq_len"]
+            chains = len(p.get("seed_topics", range(5))) * p["seeds_per_topic"] * p["chains_per_seed"]
+            work = len(p["mlms"]) * chains * p["steps"] + p["prefix_chains"] * p["steps"]
+        elif ch == "traps":
+            n, work = p["seq_len"], p["chains"] * p["steps"]
+        else:
+            continue
+        rows.append({"profile": profile, "chapter": ch, "masked rows": int(work), "typical n": int(n)})
+    return pd.DataFrame(rows)

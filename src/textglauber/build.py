@@ -80,7 +80,21 @@ def execute(profile: str, chapter: str, staged: Path, results_root: Path) -> flo
     tidy_executed(staged / nb)
     dt = time.time() - t0
     print(f"[{profile}] {chapter}: {dt:.0f} s", flush=True)
+    record_timing(results_root / profile, chapter, dt)
     return dt
+
+
+def record_timing(folder: Path, chapter: str, seconds: float) -> None:
+    """Wall time of each chapter's last execution, for the cost appendix."""
+    import json
+    import platform
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "timings.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[chapter] = {"seconds": round(seconds, 1), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                     "when": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
+    path.write_text(json.dumps(data, indent=1))
 
 
 def tidy_executed(nb_path: Path) -> None:

@@ -146,6 +146,8 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
                                  f"use another folder or delete it")
             states, done, chunks = saved["states"], saved["step"], saved["chunks"]
             gen.set_state(saved["generator"])
+        else:
+            _write_manifest(out_dir, spec, seed, model_id, scorer, init)
         for stale in out_dir.glob("chunk-*.npz"):       # written after the last checkpoint
             if stale.name not in {c["file"] for c in chunks}:
                 stale.unlink()
@@ -185,6 +187,16 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
     if bar is not None:
         bar.close()
     return _assemble(chunks, out_dir, spec, seed)
+
+
+def _write_manifest(out_dir: Path, spec: ChainSpec, seed: int, model_id: str, scorer, init: torch.Tensor) -> None:
+    from .results import git_commit, versions
+
+    lm = getattr(scorer, "lm", None)
+    manifest = {"parameters": asdict(spec), "seed": seed, "model": model_id,
+                "revision": getattr(lm, "revision", None), "allowed_vocabulary": scorer.vocab.key(),
+                "chains": int(init.shape[0]), "n": int(init.shape[1]), "git": git_commit(), "versions": versions()}
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
 
 
 def _write_chunk(out_dir: Path | None, start: int, block: dict) -> dict:

@@ -257,7 +257,7 @@ def train_start(start: str, preset: Preset, tok, train_pieces, eval_set, ppl_pie
         seen += int(attn.sum())
         if bar is not None:
             bar.update(1 if preset.max_steps else max(0, int(time.time() - t0) - bar.n))
-            bar.set_postfix(loss=f"{float(loss):.3f}")
+            bar.set_postfix(loss=f"{float(loss.detach()):.3f}")
         if fraction() >= marks[0]:
             marks.pop(0)
             k = len(ckpts) + 1
@@ -267,7 +267,7 @@ def train_start(start: str, preset: Preset, tok, train_pieces, eval_set, ppl_pie
             metrics = evaluate(model, eval_set, tok)
             ckpts.append({"checkpoint": k, "path": str(path.relative_to(out)), "step": step, "tokens_seen": seen,
                           "elapsed_s": round(time.time() - t0, 1), "fraction": round(k / preset.checkpoints, 4),
-                          "train_loss": float(loss), **metrics})
+                          "train_loss": float(loss.detach()), **metrics})
             if bar is not None:
                 bar.write(f"[{start}] checkpoint {k}: step {step}, held-out top-1 {metrics['top1']:.3f}, "
                           f"top-5 {metrics['top5']:.3f}, loss {metrics['heldout_loss']:.3f}")

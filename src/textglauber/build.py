@@ -102,7 +102,8 @@ def tidy_executed(nb_path: Path) -> None:
 
     Widget outputs (progress bars that escaped) and widget state go: the site would load their
     JavaScript from a CDN. The notebook's default parameters cell is hidden behind the cell
-    papermill injected, which holds the values that actually ran.
+    papermill injected, which holds the values that actually ran; the other code cells fold
+    behind a toggle.
     """
     import nbformat
 
@@ -113,6 +114,8 @@ def tidy_executed(nb_path: Path) -> None:
         tags = cell.metadata.get("tags", [])
         if injected and "parameters" in tags and "remove-cell" not in tags:
             cell.metadata["tags"] = tags + ["remove-cell"]
+        elif cell.cell_type == "code" and not {"injected-parameters", "hide-input", "remove-input"} & set(tags):
+            cell.metadata["tags"] = tags + ["hide-input"]     # the page reads as prose, tables, figures
         if cell.cell_type == "code":
             cell.outputs = [o for o in cell.outputs
                             if "application/vnd.jupyter.widget-view+json" not in o.get("data", {})]

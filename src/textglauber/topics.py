@@ -160,3 +160,27 @@ def seed_states(tokenizer, topics_wanted: list[str], per_topic: int, seq_len: in
             labels.append(topic)
             texts.append(text)
     return torch.tensor(rows, dtype=torch.long), labels, texts
+
+
+def basin_chains(spec: dict, score, labels: list[str], seed_topics: list[str], *, seeds_per_topic: int,
+                 chains_per_seed: int, seq_len: int, steps: int, score_every: int, temperature: float,
+                 gen: torch.Generator, device="auto", dtype="auto"):
+    """Chains from the topic seed sentences, every recorded state decoded and scored.
+
+    Returns (LoadedModel, scorer, DataFrame with one row per chain and recorded step: model,
+    chain, seed topic, step, text and one column per label)."""
+    from . import models
+    from .chain import ChainSpec, run
+
+    lm, scorer = models.open_mlm(spec, device=device, dtype=dtype)
+    ids, seed_topic, _ = seed_states(lm.tokenizer, seed_topics, seeds_per_topic, seq_len)
+    init = ids.repeat_interleave(chains_per_seed, 0)
+    r = run(scorer, init, ChainSpec(temperature=temperature, steps=steps, record_every=score_every,
+                                    checkpoint_every=steps), seed=int(torch.randint(2**31 - 1, (1,), generator=gen)))
+    texts = [lm.tokenizer.decode(s, skip_special_tokens=True) for s in r.states.reshape(-1, seq_len)]
+    probs = score(texts).reshape(len(r.steps), len(init), len(labels))
+    frame = pd.DataFrame([{"model": lm.name, "chain": b, "seed topic": seed_topic[b // chains_per_seed],
+                           "step": int(r.steps[k]), "text": texts[k * len(init) + b],
+                           **{l: float(probs[k, b, j]) for j, l in enumerate(labels)}}
+                          for k in range(len(r.steps)) for b in range(len(init))])
+    return lm, scorer, frame

@@ -173,3 +173,50 @@ class TabulatedScorer:
     def scores(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
         idx = torch.as_tensor(self.chain.index(states.cpu().numpy()))
         return self.table[idx, sites.cpu()]
+
+
+def separation_distance(P, t: int) -> float:
+    """s(t) = max_{x,y} (1 - P^t(x, y) / pi(y))."""
+    pi = stationary(P)
+    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    Pt = np.linalg.matrix_power(dense, t)
+    return float((1 - Pt / pi[None, :]).max())
+
+
+def spectral_gap(P) -> dict:
+    """Absolute spectral gap 1 - max_{lambda != 1} |lambda| and relaxation time 1 / gap.
+
+    Glauber chains of incompatible conditionals are not reversible, so eigenvalues may be
+    complex; the absolute gap still bounds the geometric rate of convergence."""
+    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    ev = np.linalg.eigvals(dense)
+    ev = ev[np.argsort(-np.abs(ev))]
+    second = float(np.abs(ev[1])) if len(ev) > 1 else 0.0
+    gap = 1.0 - second
+    return {"gap": gap, "relaxation_time": (1.0 / gap) if gap > 0 else np.inf, "eigenvalues": ev,
+            "complex": bool(np.abs(ev.imag).max() > 1e-9)}
+
+
+def conductance(P, members: np.ndarray, pi: np.ndarray | None = None) -> float:
+    """Phi(B) = Q(B, B^c) / pi(B) with Q(x, y) = pi(x) P(x, y), for the states flagged in ``members``."""
+    pi = stationary(P) if pi is None else pi
+    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    B = np.asarray(members, bool)
+    return float((pi[B, None] * dense[np.ix_(B, ~B)]).sum() / pi[B].sum())
+
+
+def pseudo_likelihood_law(chain: ExactChain, scorer, temperature: float) -> np.ndarray:
+    """nu(x) proportional to prod_i pi_i^T(x_i | x_{-i}) over the free sites: what the single-site
+    conditionals 'say' the law is if one multiplies them as if they were compatible."""
+    cond = conditionals(scorer, chain.states, chain.free, temperature)
+    pos = np.searchsorted(chain.vocab_ids, chain.states[:, chain.free])            # (S, m)
+    logp = np.log(np.take_along_axis(cond, pos[:, :, None], axis=2)[:, :, 0]).sum(1)
+    nu = np.exp(logp - logp.max())
+    return nu / nu.sum()
+
+
+def compatibility_gap(pi: np.ndarray, nu: np.ndarray) -> dict:
+    """TV(pi, nu) and KL(pi || nu)."""
+    pi, nu = np.asarray(pi, float), np.asarray(nu, float)
+    m = pi > 0
+    return {"tv": tv(pi, nu), "kl": float((pi[m] * np.log(pi[m] / nu[m])).sum())}

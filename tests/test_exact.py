@@ -1,0 +1,76 @@
+"""The exact machinery on chains whose answers are known in closed form."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from textglauber import exact
+
+from conftest import random_joint
+
+
+def _product(k, n, seed=0):
+    rng = np.random.default_rng(seed)
+    q = rng.dirichlet(np.ones(k))
+    states = exact.enumerate_states(np.arange(k), n)
+    log_mu = np.log(q)[states].sum(1)
+    return exact.JointScorer(np.arange(k), n, log_mu), np.exp(log_mu)
+
+
+def test_product_chain_separation_is_the_coupon_collector_tail():
+    """Each site refreshes from its own law, so all sites touched is a strong stationary time
+    and s(t) = P(coupon collector > t) = sum_j (-1)^{j+1} C(n, j) (1 - j/n)^t."""
+    k, n = 3, 4
+    sc, mu = _product(k, n)
+    P = exact.glauber_kernel(sc, n, 1.0).kernel
+    np.testing.assert_allclose(exact.stationary(P), mu, atol=1e-12)
+    for t in (1, 3, 6, 10, 20):
+        tail = sum((-1) ** (j + 1) * math.comb(n, j) * (1 - j / n) ** t for j in range(1, n + 1))
+        assert exact.separation_distance(P, t) == pytest.approx(tail, abs=1e-9)
+
+
+def test_product_chain_spectral_gap_is_one_over_n():
+    n = 4
+    sc, _ = _product(3, n, seed=1)
+    spec = exact.spectral_gap(exact.glauber_kernel(sc, n, 1.0).kernel)
+    assert spec["gap"] == pytest.approx(1 / n, abs=1e-9)
+    assert spec["relaxation_time"] == pytest.approx(n)
+    assert not spec["complex"]
+
+
+def test_pseudo_likelihood_law_of_a_product_is_the_product():
+    n = 3
+    sc, mu = _product(4, n, seed=2)
+    ch = exact.glauber_kernel(sc, n, 1.0)
+    gap = exact.compatibility_gap(exact.stationary(ch.kernel), exact.pseudo_likelihood_law(ch, sc, 1.0))
+    assert gap["tv"] < 1e-10 and abs(gap["kl"]) < 1e-10
+
+
+def test_compatible_joint_is_stationary_and_reversible_but_not_its_pl_law():
+    k, n = 3, 3
+    log_mu = random_joint(k, n, seed=4)
+    mu = np.exp(log_mu - log_mu.max()); mu /= mu.sum()
+    sc = exact.JointScorer(np.arange(k), n, log_mu)
+    ch = exact.glauber_kernel(sc, n, 1.0)
+    pi = exact.stationary(ch.kernel)
+    np.testing.assert_allclose(pi, mu, atol=1e-10)
+    flow = pi[:, None] * ch.kernel
+    np.testing.assert_allclose(flow, flow.T, atol=1e-12)                     # detailed balance
+    assert exact.compatibility_gap(pi, exact.pseudo_likelihood_law(ch, sc, 1.0))["tv"] > 1e-3
+
+
+def test_tiny_mlm_chain_is_not_reversible(small_scorer):
+    ch = exact.glauber_kernel(small_scorer, 3, 1.0)
+    pi = exact.stationary(ch.kernel)
+    flow = pi[:, None] * ch.kernel
+    both = flow + flow.T
+    rel = np.abs(flow - flow.T)[both > 1e-9] / both[both > 1e-9]
+    assert rel.max() > 0.05                              # incompatible conditionals: no detailed balance
+
+
+def test_conductance_of_a_single_state_is_its_escape_probability(small_scorer):
+    ch = exact.glauber_kernel(small_scorer, 3, 0.7)
+    B = np.zeros(len(ch.states), bool)
+    B[5] = True
+    assert exact.conductance(ch.kernel, B) == pytest.approx(1 - ch.kernel[5, 5])

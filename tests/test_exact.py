@@ -74,3 +74,16 @@ def test_conductance_of_a_single_state_is_its_escape_probability(small_scorer):
     B = np.zeros(len(ch.states), bool)
     B[5] = True
     assert exact.conductance(ch.kernel, B) == pytest.approx(1 - ch.kernel[5, 5])
+
+
+def test_mixing_time_by_doubling_equals_step_by_step(small_scorer):
+    for T in (0.3, 1.0):
+        P = exact.glauber_kernel(small_scorer, 3, T).kernel
+        pi = exact.stationary(P)
+        D, t = np.eye(len(pi)), 0
+        while True:
+            t += 1
+            D = D @ P
+            if 0.5 * np.abs(D - pi).sum(1).max() <= 0.25:
+                break
+        assert exact.mixing_time(P, 0.25) == t

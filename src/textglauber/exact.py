@@ -134,16 +134,40 @@ class JointScorer:
         return torch.as_tensor(out, dtype=torch.float64)
 
 
-def mixing_time(P, eps: float = 0.25, t_max: int = 100_000) -> int:
-    """Exact t_mix(eps) = min t with max over starts x of TV(P^t(x, .), pi) <= eps."""
+def mixing_time(P, eps: float = 0.25, t_max: int = 10**9) -> int:
+    """Exact t_mix(eps) = min t with d(t) = max over starts x of TV(P^t(x, .), pi) <= eps.
+
+    d(t) is non-increasing, so the search doubles t with repeated squaring and then bisects,
+    using O(log^2 t) matrix products instead of t of them."""
     pi = stationary(P)
-    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
-    D = np.eye(len(pi))
-    for t in range(1, t_max + 1):
-        D = D @ dense
-        if 0.5 * np.abs(D - pi).sum(1).max() <= eps:
-            return t
-    raise RuntimeError(f"no mixing within {t_max} steps")
+    dense = P.toarray() if sp.issparse(P) else np.asarray(P, dtype=np.float64)
+
+    def d(M):
+        return 0.5 * np.abs(M - pi).sum(1).max()
+
+    powers = [dense]                      # powers[k] = P^(2^k)
+    while d(powers[-1]) > eps:
+        if 2 ** len(powers) > t_max:
+            raise RuntimeError(f"no mixing within {t_max} steps")
+        powers.append(powers[-1] @ powers[-1])
+    if len(powers) == 1:
+        return 1
+    # the answer lies in (2^(k-1), 2^k]; bisect on t, building P^t from the binary powers
+    lo, hi = 2 ** (len(powers) - 2), 2 ** (len(powers) - 1)
+    base = powers[-2]                      # P^lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        M, rest, k = base, mid - lo, 0
+        while rest:
+            if rest & 1:
+                M = M @ powers[k]
+            rest >>= 1
+            k += 1
+        if d(M) <= eps:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 class TabulatedScorer:
@@ -220,3 +244,46 @@ def compatibility_gap(pi: np.ndarray, nu: np.ndarray) -> dict:
     pi, nu = np.asarray(pi, float), np.asarray(nu, float)
     m = pi > 0
     return {"tv": tv(pi, nu), "kl": float((pi[m] * np.log(pi[m] / nu[m])).sum())}
+
+
+def ground_truth(table: "TabulatedScorer", temperatures, *, pairs: int, budget: int, rectangles: int,
+                 gen: torch.Generator, eps: float = 0.25):
+    """Every diagnostic of the book beside the exact answer, on one enumerable chain.
+
+    Per temperature: exact t_mix(eps), absolute spectral gap and relaxation time, the
+    compatibility gap between pi_T and the pseudo-likelihood law, the exact alpha(T) and the
+    contraction bound where alpha < 1, and the coupling estimate (the first t at which the
+    sampled pairs' coalescence tail drops to eps; an estimate, since the pairs are random,
+    not the worst case). Also the mean rectangle R at T = 1 (R scales as 1/T)."""
+    import pandas as pd
+
+    from . import coupling, influence, rectangle
+
+    states = torch.as_tensor(table.chain.states)
+    n, k = states.shape[1], table.vocab.size
+    rects = rectangle.sample(table, states, rectangles, gen, top_k=k)
+    mean_R = float(rectangle.score_mlm(table, rects, temperature=1.0).R.mean())
+    infl = influence.influence(table, states, temperatures, top_k=None)
+    rows = []
+    for ti, T in enumerate(temperatures):
+        P = glauber_kernel(table, n, T).kernel
+        pi = stationary(P)
+        spec = spectral_gap(P)
+        gap = compatibility_gap(pi, pseudo_likelihood_law(table.chain, table, T))
+        pick = torch.randint(len(states), (2, pairs), generator=gen)
+        run = coupling.couple(table, states[pick[0]], states[pick[1]], T, budget, gen)
+        tau = np.where(run.censored, np.inf, run.tau)
+        grid = np.arange(budget + 1)
+        tail = (tau[None, :] > grid[:, None]).mean(1)
+        est = int(grid[np.argmax(tail <= eps)]) if (tail <= eps).any() else np.nan
+        try:
+            tmix = mixing_time(P, eps)
+        except RuntimeError:
+            tmix = np.nan
+        rows.append({"temperature": float(T), "states": len(states), "exact t_mix": tmix,
+                     "relaxation time": spec["relaxation_time"], "complex spectrum": spec["complex"],
+                     "TV(pi, PL law)": gap["tv"], "KL(pi || PL law)": gap["kl"],
+                     "exact alpha": float(infl.alpha[ti]), "contraction bound": float(infl.mixing_bound(eps)[ti]),
+                     "coupling estimate": est, "censored pairs": float(run.censored.mean()),
+                     "mean R at T=1": mean_R, "mean R at T": mean_R / T})
+    return pd.DataFrame(rows)

@@ -42,7 +42,7 @@ def chapter_parameters(profile: str, chapter: str, results_root: str | Path | No
     return params
 
 
-MODEL_KEYS = ("model", "models", "mlms", "control", "classifier", "topic_scorer")
+MODEL_KEYS = ("model", "models", "models_", "mlms", "control", "classifier", "topic_scorer")
 
 
 def model_names(params: dict) -> list[str]:

@@ -57,3 +57,9 @@ def counting(small_scorer):
 def random_joint(k: int, n: int, seed: int, spread: float = 2.0):
     rng = np.random.default_rng(seed)
     return rng.normal(scale=spread, size=k ** n)
+
+
+def normalised(log_mu):
+    """The law exp(log_mu) / sum, computed stably."""
+    mu = np.exp(log_mu - log_mu.max())
+    return mu / mu.sum()

@@ -7,7 +7,7 @@ import torch
 
 from textglauber import exact
 
-from conftest import random_joint
+from conftest import normalised, random_joint
 
 
 def _product(k, n, seed=0):
@@ -50,7 +50,7 @@ def test_pseudo_likelihood_law_of_a_product_is_the_product():
 def test_compatible_joint_is_stationary_and_reversible_but_not_its_pl_law():
     k, n = 3, 3
     log_mu = random_joint(k, n, seed=4)
-    mu = np.exp(log_mu - log_mu.max()); mu /= mu.sum()
+    mu = normalised(log_mu)
     sc = exact.JointScorer(np.arange(k), n, log_mu)
     ch = exact.glauber_kernel(sc, n, 1.0)
     pi = exact.stationary(ch.kernel)

@@ -36,7 +36,6 @@ QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFOR
 def preflight(profile: str, chapters: list[str]) -> None:
     from .models import ModelUnavailableError, check_available
 
-    spec = P.load_profile(profile)
     names = []
     for ch in chapters:
         prm = P.chapter_parameters(profile, ch)
@@ -46,7 +45,6 @@ def preflight(profile: str, chapters: list[str]) -> None:
         check_available(sorted(set(names)))
     except ModelUnavailableError as exc:
         raise SystemExit(f"profile {profile!r} cannot run: \n{exc}") from None
-    del spec
 
 
 def stage(profile: str, build_root: Path) -> Path:

@@ -63,3 +63,12 @@ def normalised(log_mu):
     """The law exp(log_mu) / sum, computed stably."""
     mu = np.exp(log_mu - log_mu.max())
     return mu / mu.sum()
+
+
+def joint_chain(k: int, n: int, seed: int):
+    """An explicit random joint law on {0..k-1}^n, its scorer and its exact Glauber chain at T = 1."""
+    from textglauber import exact
+
+    log_mu = random_joint(k, n, seed=seed)
+    sc = exact.JointScorer(np.arange(k), n, log_mu)
+    return sc, normalised(log_mu), exact.glauber_kernel(sc, n, 1.0)

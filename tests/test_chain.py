@@ -6,7 +6,7 @@ import torch
 from textglauber import chain, exact
 from textglauber.chain import ChainSpec
 
-from conftest import normalised, random_joint
+from conftest import joint_chain
 
 
 def _empirical(run, ex, burn):
@@ -37,11 +37,8 @@ def test_engine_matches_exact_stationary_law_of_tiny_mlm(small_scorer):
 
 
 def test_engine_on_explicit_joint_samples_that_joint():
-    k, n = 3, 3
-    log_mu = random_joint(k, n, seed=0)
-    mu = normalised(log_mu)
-    sc = exact.JointScorer(np.arange(k), n, log_mu)
-    ex = exact.glauber_kernel(sc, n, 1.0)
+    n = 3
+    sc, mu, ex = joint_chain(3, n, seed=0)
     np.testing.assert_allclose(exact.stationary(ex.kernel), mu, atol=1e-10)
     init = torch.zeros((400, n), dtype=torch.long)
     run = chain.run(sc, init, ChainSpec(temperature=1.0, steps=400, record_every=8), seed=0)

@@ -7,7 +7,7 @@ import torch
 
 from textglauber import exact
 
-from conftest import normalised, random_joint
+from conftest import joint_chain
 
 
 def _product(k, n, seed=0):
@@ -48,11 +48,7 @@ def test_pseudo_likelihood_law_of_a_product_is_the_product():
 
 
 def test_compatible_joint_is_stationary_and_reversible_but_not_its_pl_law():
-    k, n = 3, 3
-    log_mu = random_joint(k, n, seed=4)
-    mu = normalised(log_mu)
-    sc = exact.JointScorer(np.arange(k), n, log_mu)
-    ch = exact.glauber_kernel(sc, n, 1.0)
+    sc, mu, ch = joint_chain(3, 3, seed=4)
     pi = exact.stationary(ch.kernel)
     np.testing.assert_allclose(pi, mu, atol=1e-10)
     flow = pi[:, None] * ch.kernel

@@ -354,3 +354,17 @@ def open_mlm(spec: dict, device: str | None = "auto", dtype: str | None = "auto"
     vocab = allowed_vocabulary(lm.tokenizer, whole_words=spec.get("whole_words", False),
                                alphabetic=spec.get("alphabetic", False), tokens=spec.get("tokens"))
     return lm, MaskedLMScorer(lm, vocab)
+
+
+def or_skip(on_missing_model: str, notes: list[str], name: str, fn, *args, **kwargs):
+    """Call ``fn``; if the model ``name`` cannot be had, either raise (``"fail"``) or append a note
+    and return None (``"skip"``). The one place where a profile's missing-model policy is applied."""
+    if on_missing_model not in ("skip", "fail"):
+        raise ValueError("on_missing_model must be 'skip' or 'fail'")
+    try:
+        return fn(*args, **kwargs)
+    except ModelUnavailableError as exc:
+        if on_missing_model == "fail":
+            raise
+        notes.append(f"{name} skipped: {exc}")
+        return None

@@ -273,20 +273,15 @@ def run_models(specs: list[dict], *, n: int, count: int, top_k: int, temperature
     A model that cannot be had becomes a note (``on_missing_model="skip"``) or stops the run
     (``"fail"``). Returns (rectangles, grids, model descriptions, notes).
     """
-    from .models import ModelUnavailableError
+    from .models import or_skip
 
-    if on_missing_model not in ("skip", "fail"):
-        raise ValueError("on_missing_model must be 'skip' or 'fail'")
     frames, grids, described, notes = [], [], [], []
     for spec in specs:
-        try:
-            df, g, info = experiment(spec, n=n, count=count, top_k=top_k, temperature=temperature, gen=gen,
-                                     device=device, dtype=dtype, grid_k=grid_k, n_grids=n_grids)
-        except ModelUnavailableError as exc:
-            if on_missing_model == "fail":
-                raise
-            notes.append(f"{spec['name']} skipped: {exc}")
+        out = or_skip(on_missing_model, notes, spec["name"], experiment, spec, n=n, count=count, top_k=top_k,
+                      temperature=temperature, gen=gen, device=device, dtype=dtype, grid_k=grid_k, n_grids=n_grids)
+        if out is None:
             continue
+        df, g, info = out
         df.insert(1, "kind", spec.get("kind", "mlm"))
         frames.append(df)
         if g is not None:

@@ -83,3 +83,50 @@ def test_mixing_time_by_doubling_equals_step_by_step(small_scorer):
             if 0.5 * np.abs(D - pi).sum(1).max() <= 0.25:
                 break
         assert exact.mixing_time(P, 0.25) == t
+
+
+def test_stationary_law_is_exact_for_a_nearly_decomposable_chain():
+    """Two states that swap with probability eps: pi = (1/2, 1/2) for any eps, however small."""
+    for eps in (1e-3, 1e-9, 1e-14):
+        P = np.array([[1 - eps, eps], [eps, 1 - eps]])
+        np.testing.assert_allclose(exact.stationary(P), [0.5, 0.5], rtol=1e-12)
+    rng = np.random.default_rng(0)
+    P = rng.random((50, 50)) * np.where(rng.random((50, 50)) < 0.2, 1.0, 1e-9)
+    P /= P.sum(1, keepdims=True)
+    pi = exact.stationary(P)
+    np.testing.assert_allclose(pi @ P, pi, atol=1e-15)
+
+
+def test_exit_time_of_a_single_state_is_its_geometric_holding_time(small_scorer):
+    ch = exact.glauber_kernel(small_scorer, 3, 0.7)
+    P = ch.kernel
+    for x in (0, 5, 13):
+        members = np.zeros(len(P), bool)
+        members[x] = True
+        assert exact.exit_time(P, members)[0] == pytest.approx(1 / (1 - P[x, x]), rel=1e-12)
+
+
+def test_margin_certificate_holds_against_the_exact_chain(small_scorer):
+    table = exact.TabulatedScorer(small_scorer, 3)
+    for T in (0.3, 1.0, 3.0):
+        P = exact.glauber_kernel(table, 3, T).kernel
+        pi = exact.stationary(P)
+        m = exact.margin_check(table, P, T, pi)
+        assert m["margin Delta"] > 0
+        assert m["exact holding time"] >= m["certified holding time"]
+        if np.isfinite(m["margin t_mix bound"]):
+            assert exact.mixing_time(P) >= m["margin t_mix bound"]
+
+
+def test_hitting_check_on_hamming_embedding_hits_at_the_first_move(small_scorer):
+    """With rel_delta tiny, any move counts, so the hitting time is the first step at which the
+    chain's state changes: checked against the recorded states."""
+    table = exact.TabulatedScorer(small_scorer, 3)
+    emb = np.eye(len(table.chain.states))               # every state orthogonal to every other
+    P = exact.glauber_kernel(table, 3, 1.0).kernel
+    pi = exact.stationary(P)
+    runs = exact.tabulated_chains(table, 1.0, 16, 200, torch.Generator().manual_seed(0))
+    moved = (runs.states != runs.states[0][None]).any(-1)
+    first = runs.steps[moved.argmax(0)]
+    out = exact.hitting_check(table, runs, emb, pi, rel_delta=1e-9)
+    assert out["hitting censored"] == 0 and out["hitting time (median)"] == np.median(first)

@@ -82,9 +82,33 @@ def glauber_kernel(scorer, n: int, temperature: float, prefix: np.ndarray | None
     return chain
 
 
+GTH_MAX = 2048
+
+
+def _gth(P: np.ndarray) -> np.ndarray:
+    """Grassmann-Taksar-Heyman elimination: the stationary law without subtractions, so it stays
+    accurate to machine precision even when the chain is nearly decomposable (metastable)."""
+    A = np.array(P, dtype=np.float64)
+    s = A.shape[0]
+    for k in range(s - 1, 0, -1):
+        tot = A[k, :k].sum()
+        A[:k, k] /= tot
+        A[:k, :k] += np.outer(A[:k, k], A[k, :k])
+    pi = np.zeros(s)
+    pi[0] = 1.0
+    for k in range(1, s):
+        pi[k] = pi[:k] @ A[:k, k]
+    return pi / pi.sum()
+
+
 def stationary(P) -> np.ndarray:
-    """The stationary law of an irreducible row-stochastic P (dense or sparse)."""
+    """The stationary law of an irreducible row-stochastic P (dense or sparse).
+
+    Up to GTH_MAX states by GTH elimination (exact to rounding however slow the chain);
+    beyond that by a direct linear solve, whose error grows with the mixing time."""
     s = P.shape[0]
+    if s <= GTH_MAX:
+        return _gth(P.toarray() if sp.issparse(P) else P)
     A = (P.T - (sp.identity(s) if sp.issparse(P) else np.eye(s)))
     if sp.issparse(A):
         A = sp.lil_matrix(A)
@@ -246,15 +270,127 @@ def compatibility_gap(pi: np.ndarray, nu: np.ndarray) -> dict:
     return {"tv": tv(pi, nu), "kl": float((pi[m] * np.log(pi[m] / nu[m])).sum())}
 
 
+def exit_time(P, members: np.ndarray) -> np.ndarray:
+    """Exact expected steps to leave the set flagged in ``members``, from each of its states."""
+    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    B = np.flatnonzero(np.asarray(members, bool))
+    A = np.eye(len(B)) - dense[np.ix_(B, B)]
+    return np.linalg.solve(A, np.ones(len(B)))
+
+
+def margin_check(table: "TabulatedScorer", P, temperature: float, pi: np.ndarray | None = None) -> dict:
+    """The margin certificate against exact answers, on the state whose every free site is the
+    model's argmax with the largest margin Delta = min_i g_i (the strongest perfect trap).
+
+    Its exact mean holding time 1 / (1 - P(x, x)) must be at least the certified
+    1 / ((|A| - 1) e^{-Delta/T}), and the exact t_mix at least e^{Delta/T} / (4 (|A| - 1)) when
+    pi(x) <= 1/2. Returns NaNs when no state is an argmax fixed point."""
+    from . import margins
+
+    pi = stationary(P) if pi is None else pi
+    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    free = table.chain.free
+    gaps = margins.score_gaps(table, torch.as_tensor(table.chain.states))[:, free]
+    delta = gaps.min(1)
+    k = table.vocab.size
+    if not (delta > 0).any():
+        return {"margin Delta": np.nan, "pi(trap)": np.nan, "exact holding time": np.nan,
+                "certified holding time": np.nan, "margin t_mix bound": np.nan}
+    x = int(np.argmax(delta))
+    return {"margin Delta": float(delta[x]), "pi(trap)": float(pi[x]),
+            "exact holding time": float(1.0 / max(1.0 - dense[x, x], 1e-300)),
+            "certified holding time": 1.0 / margins.escape_bound(float(delta[x]), k, temperature),
+            "margin t_mix bound": (margins.tmix_lower_bound(float(delta[x]), k, temperature)
+                                   if pi[x] <= 0.5 else np.nan)}
+
+
+def tabulated_chains(table: "TabulatedScorer", temperature: float, chains: int, steps: int, gen: torch.Generator):
+    """Chains of the engine on a tabulated scorer from uniform random starts, every step recorded."""
+    from .chain import ChainSpec, run
+
+    states = table.chain.states
+    start = torch.as_tensor(states[torch.randint(len(states), (chains,), generator=gen).numpy()])
+    seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
+    return run(table, start, ChainSpec(temperature=float(temperature), steps=steps, record_every=1,
+                                       checkpoint_every=max(steps, 1)), seed=seed)
+
+
+def hitting_check(table: "TabulatedScorer", chain_run, emb: np.ndarray, pi: np.ndarray, rel_delta: float) -> dict:
+    """Embedding hitting times of the recorded chains against the exact stationary law.
+
+    ``emb`` holds a unit embedding of every enumerated state. Chain b starting at x_0 hits when
+    1 - cos(E(x_0), E(x_t)) first reaches rel_delta times its exact stationary value
+    E_{y ~ pi}[1 - cos(E(x_0), E(y))]: a fixed fraction of the distance a mixed chain would show.
+    Returns the censored median and the share censored."""
+    from . import semantics
+
+    idx = table.chain.index(chain_run.states)                         # (R, B)
+    e = emb[idx]
+    d = 1.0 - np.einsum("rbd,bd->rb", e, e[0])
+    target = rel_delta * (1.0 - emb[idx[0]] @ (emb.T @ pi))          # (B,)
+    hit = d >= target[None, :]
+    censored = ~hit.any(0)
+    tau = np.where(censored, np.nan, chain_run.steps[hit.argmax(0)].astype(float))
+    med = semantics.censored_median(tau, censored, float(chain_run.steps[-1]))
+    return {"hitting time (median)": med["median"], "hitting censored": med["censored"]}
+
+
+def trap_basins(table: "TabulatedScorer", chain_run, emb: np.ndarray, P, pi: np.ndarray, *, window: int,
+                rel_threshold: float) -> "pd.DataFrame":
+    """The traps chapter's detector on chains over an enumerable space, each trap's basin (the
+    states it visited) with its exact conductance and exact mean exit time.
+
+    The detector's threshold is ``rel_threshold`` times the mean drift of one move of these chains."""
+    import pandas as pd
+
+    from . import traps
+
+    idx = table.chain.index(chain_run.states)
+    c = traps.consecutive_drift(emb[idx])
+    moves = c[1:][c[1:] > 0]
+    if len(moves) == 0:
+        return pd.DataFrame()
+    threshold = rel_threshold * float(moves.mean())
+    rows = []
+    for b in range(idx.shape[1]):
+        for start, end in traps.detect(chain_run.steps, c[:, b], window, threshold):
+            inside = idx[(chain_run.steps >= start) & (chain_run.steps <= end), b]
+            members = np.zeros(len(pi), bool)
+            members[np.unique(inside)] = True
+            if members.all():
+                continue
+            rep = int(np.bincount(inside).argmax())
+            exits = exit_time(P, members)
+            rows.append({"chain": b, "start": start, "duration": end - start,
+                         "censored": bool(end >= chain_run.steps[-1]), "basin states": int(members.sum()),
+                         "pi(basin)": float(pi[members].sum()), "conductance": conductance(P, members, pi),
+                         "exact mean exit time": float(exits[np.flatnonzero(members).searchsorted(rep)])})
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class GroundTruth:
+    table: "pd.DataFrame"       # one row per temperature: every diagnostic beside its exact value
+    traps: "pd.DataFrame"       # one row per trap found on the exact chains
+
+
 def ground_truth(table: "TabulatedScorer", temperatures, *, pairs: int, budget: int, rectangles: int,
-                 gen: torch.Generator, eps: float = 0.25):
+                 gen: torch.Generator, eps: float = 0.25, embedding: np.ndarray | None = None,
+                 chains: int = 64, rel_delta: float = 0.5, trap_window: int = 50,
+                 trap_threshold: float = 0.1) -> GroundTruth:
     """Every diagnostic of the book beside the exact answer, on one enumerable chain.
 
     Per temperature: exact t_mix(eps), absolute spectral gap and relaxation time, the
     compatibility gap between pi_T and the pseudo-likelihood law, the exact alpha(T) and the
     contraction bound where alpha < 1, and the coupling estimate (the first t at which the
     sampled pairs' coalescence tail drops to eps; an estimate, since the pairs are random,
-    not the worst case). Also the mean rectangle R at T = 1 (R scales as 1/T)."""
+    not the worst case). Also the mean rectangle R at T = 1 (R scales as 1/T), and the margin
+    certificate against the exact holding time and t_mix (:func:`margin_check`).
+
+    With ``embedding`` (a unit vector per enumerated state), ``chains`` engine chains run for
+    ``budget`` steps at each temperature: their embedding hitting time is set beside the exact
+    t_mix (:func:`hitting_check`) and the traps they show get exact conductances
+    (:func:`trap_basins`)."""
     import pandas as pd
 
     from . import coupling, influence, rectangle
@@ -264,7 +400,7 @@ def ground_truth(table: "TabulatedScorer", temperatures, *, pairs: int, budget: 
     rects = rectangle.sample(table, states, rectangles, gen, top_k=k)
     mean_R = float(rectangle.score_mlm(table, rects, temperature=1.0).R.mean())
     infl = influence.influence(table, states, temperatures, top_k=None)
-    rows = []
+    rows, trap_rows = [], []
     for ti, T in enumerate(temperatures):
         P = glauber_kernel(table, n, T).kernel
         pi = stationary(P)
@@ -280,10 +416,17 @@ def ground_truth(table: "TabulatedScorer", temperatures, *, pairs: int, budget: 
             tmix = mixing_time(P, eps)
         except RuntimeError:
             tmix = np.nan
+        extra = margin_check(table, P, float(T), pi)
+        if embedding is not None:
+            runs = tabulated_chains(table, T, chains, budget, gen)
+            extra |= hitting_check(table, runs, embedding, pi, rel_delta)
+            found = trap_basins(table, runs, embedding, P, pi, window=trap_window, rel_threshold=trap_threshold)
+            if len(found):
+                trap_rows.append(found.assign(temperature=float(T)))
         rows.append({"temperature": float(T), "states": len(states), "exact t_mix": tmix,
                      "relaxation time": spec["relaxation_time"], "complex spectrum": spec["complex"],
                      "TV(pi, PL law)": gap["tv"], "KL(pi || PL law)": gap["kl"],
                      "exact alpha": float(infl.alpha[ti]), "contraction bound": float(infl.mixing_bound(eps)[ti]),
                      "coupling estimate": est, "censored pairs": float(run.censored.mean()),
-                     "mean R at T=1": mean_R, "mean R at T": mean_R / T})
-    return pd.DataFrame(rows)
+                     "mean R at T=1": mean_R, "mean R at T": mean_R / T} | extra)
+    return GroundTruth(pd.DataFrame(rows), pd.concat(trap_rows, ignore_index=True) if trap_rows else pd.DataFrame())

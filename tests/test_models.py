@@ -50,19 +50,44 @@ def test_scorer_matches_direct_masked_call(tiny_mlm, full_scorer):
 
 
 def test_head_runs_on_b_rows_only(full_scorer):
-    """The LM head sees one row per chain, never B x n rows (checked on the shapes through a hook)."""
+    """The LM head, and the last layer's feed-forward block, see one row per chain, never B x n
+    rows (checked on the shapes through hooks); the layers before see every token."""
     seen = []
-    hook = full_scorer.encoder.register_forward_hook(lambda m, i, o: seen.append(("encoder", tuple(o[0].shape))))
-    hook2 = full_scorer.transform.register_forward_hook(lambda m, i, o: seen.append(("head", tuple(i[0].shape))))
+    emb, layers = full_scorer._pruned
+    hooks = [emb.register_forward_hook(lambda m, i, o: seen.append(("embeddings", tuple(o.shape)))),
+             layers[-1].intermediate.register_forward_hook(lambda m, i, o: seen.append(("last ffn", tuple(i[0].shape)))),
+             full_scorer.transform.register_forward_hook(lambda m, i, o: seen.append(("head", tuple(i[0].shape))))]
     try:
         x = torch.randint(5, 60, (7, 10))
         out = full_scorer.scores(x, torch.zeros(7, dtype=torch.long))
     finally:
-        hook.remove()
-        hook2.remove()
+        for h in hooks:
+            h.remove()
     hidden = full_scorer.lm.model.config.hidden_size
-    assert seen == [("encoder", (7, 12, hidden)), ("head", (7, hidden))]
+    assert seen == [("embeddings", (7, 12, hidden)), ("last ffn", (7, hidden)), ("head", (7, hidden))]
     assert out.shape == (7, full_scorer.vocab.size)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_last_layer_on_masked_rows_equals_the_full_encoder(arch):
+    """Where the encoder is BERT-style the pruned last layer gives the full model's logits at the
+    masked rows; elsewhere the scorer falls back to the whole encoder."""
+    torch.manual_seed(0)
+    model = ARCHS[arch]().eval()
+    pruned = models._row_pruned_layers(model)
+    assert (pruned is not None) == (arch in ("bert", "roberta"))
+    if pruned is None:
+        return
+    emb, layers = pruned
+    ids = torch.randint(5, 60, (3, 9))
+    rows, pos = torch.arange(3), torch.tensor([1, 4, 7])
+    with torch.no_grad():
+        h = emb(input_ids=ids)
+        for layer in layers[:-1]:
+            h = layer(h)
+        mine = models._last_layer_rows(layers[-1], h, rows, pos)
+        want = model.base_model(input_ids=ids)[0][rows, pos]
+    torch.testing.assert_close(mine, want, rtol=1e-5, atol=1e-5)
 
 
 class _FullLogitsScorer:

@@ -6,15 +6,17 @@
 
 Variants, on the same inputs:
 
-- ``engine``: this library's step: B chains, each with its own site, one encoder pass, the LM
-  head on B rows and |A| columns;
-- ``fill_mask_loop``: one chain per forward pass with full logits (a fill-mask style loop);
+- ``engine``: this library's step: B chains, each with its own site, one encoder pass whose
+  last layer runs its query and feed-forward block on the B masked rows only (BERT-style
+  encoders), the LM head on B rows and |A| columns, and one draw per chain;
+- ``fill_mask_loop``: one chain per forward pass with full logits (a fill-mask style loop),
+  then a draw from the softmax over the whole vocabulary;
 - ``shared_site_full``: one forward pass for the batch, every chain masked at the same site,
-  full B x n x V logits materialised (as earlier public Gibbs code does);
+  full B x n x V logits materialised (as earlier public Gibbs code does), then a draw per chain;
 - ``coupled_pairs``: one coupled step for B/2 pairs (2 rows each);
 - ``rectangles``: rectangles scored per second (4 masked rows each).
 
-Throughput is chain-steps (or rectangles) per second, the median of repeated timings. The
+Throughput is chain-steps (or rectangles) per second, the median over interleaved rounds. The
 compute bound is the measured matrix-multiply rate divided by the model's FLOPs per chain-step.
 Logit memory is read off the logit tensors each variant creates. BERT-base shape uses random
 weights (throughput does not depend on them); AntiBERTy and rxnfp BERT are the real packaged
@@ -77,17 +79,26 @@ def bert_base_random(device, dtype):
                        dtype=dtype, source="random", revision=None, max_positions=512, prefix_ids=[2], suffix_ids=[3])
 
 
-def _time(fn, reps: int) -> float:
-    fn()
-    out = []
-    for _ in range(reps):
+def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 15, target_s: float = 3.0) -> dict:
+    """Median seconds per call of each function, timed in interleaved rounds (every variant once
+    per round, after one warm-up call each), so that drifts of the machine's speed hit all
+    variants alike. Cheap variants get more rounds, up to ``max_rounds``."""
+    first = {}
+    for k, fn in fns.items():
         t = time.perf_counter()
         fn()
-        out.append(time.perf_counter() - t)
-    return statistics.median(out)
+        first[k] = time.perf_counter() - t
+    rounds = int(min(max_rounds, max(min_rounds, np.ceil(target_s / max(sum(first.values()), 1e-9)))))
+    out = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            out[k].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in out.items()}
 
 
-def run_grid(models_wanted, lengths, batches, device: str = "cpu", reps: int = 3, steps: int = 3) -> pd.DataFrame:
+def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 3) -> pd.DataFrame:
     from . import models as M
     from .chain import ChainSpec, step
     from .coupling import couple
@@ -120,20 +131,28 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", reps: int = 3
                     _sync(dev)
 
                 def fill_mask_loop():
+                    s = x.clone()
                     with torch.no_grad():
                         for _ in range(steps):
                             for b in range(B):
-                                inp = scorer.frame(x[b:b + 1]).clone()
-                                inp[0, 1 + b % n] = lm.tokenizer.mask_token_id
-                                lm.model(input_ids=inp).logits
+                                site = int(torch.randint(n, (1,), generator=gen))
+                                inp = scorer.frame(s[b:b + 1])
+                                inp[0, 1 + site] = lm.tokenizer.mask_token_id
+                                logits = lm.model(input_ids=inp).logits[0, 1 + site]
+                                p = torch.softmax(logits.float(), -1)
+                                s[b, site] = torch.multinomial(p.cpu(), 1, generator=gen)[0]
                     _sync(dev)
 
                 def shared_site_full():
+                    s = x.clone()
                     with torch.no_grad():
-                        for k in range(steps):
-                            inp = scorer.frame(x).clone()
-                            inp[:, 1 + k % n] = lm.tokenizer.mask_token_id
-                            lm.model(input_ids=inp).logits
+                        for _ in range(steps):
+                            site = int(torch.randint(n, (1,), generator=gen))
+                            inp = scorer.frame(s)
+                            inp[:, 1 + site] = lm.tokenizer.mask_token_id
+                            logits = lm.model(input_ids=inp).logits[:, 1 + site]
+                            p = torch.softmax(logits.float(), -1)
+                            s[:, site] = torch.multinomial(p.cpu(), 1, generator=gen)[:, 0]
                     _sync(dev)
 
                 variants = {"engine": (engine, B * steps, B * vocab.size * 4),
@@ -144,20 +163,22 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", reps: int = 3
                     variants["coupled_pairs"] = (
                         lambda: couple(scorer, x[:half], x[half:2 * half], 1.0, steps, gen), 2 * half * steps,
                         2 * half * vocab.size * 4)
-                for v, (fn, work, logit_bytes) in variants.items():
-                    if v == "fill_mask_loop" and B > 64:
-                        continue            # hours on a CPU; the ratio at B <= 64 already says it
-                    sec = _time(fn, reps)
-                    rows.append({"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
-                                 "batch": B, "variant": v, "chain_steps_per_s": work / sec,
-                                 "compute_bound_steps_per_s": bound, "fraction_of_bound": work / sec / bound,
-                                 "logit_bytes": logit_bytes, "matmul_gflops": rate / 1e9})
+                if B > 64 and dev.type == "cpu":
+                    variants.pop("fill_mask_loop")      # hours on a CPU; the ratio at B <= 64 already says it
                 from .rectangle import Rectangles, score_mlm
 
                 R = max(1, B // 4)
                 rects = Rectangles(seq_id=np.zeros(R, int), base=x[:R], i=torch.zeros(R, dtype=torch.long),
                                    j=torch.ones(R, dtype=torch.long), a_prime=x[:R, 1].clone(), b_prime=x[:R, 0].clone())
-                sec = _time(lambda: score_mlm(scorer, rects), reps)
+                timed = _time_interleaved({**{v: f for v, (f, _, _) in variants.items()},
+                                           "rectangles": lambda: score_mlm(scorer, rects)})
+                for v, (fn, work, logit_bytes) in variants.items():
+                    sec = timed[v]
+                    rows.append({"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
+                                 "batch": B, "variant": v, "chain_steps_per_s": work / sec,
+                                 "compute_bound_steps_per_s": bound, "fraction_of_bound": work / sec / bound,
+                                 "logit_bytes": logit_bytes, "matmul_gflops": rate / 1e9})
+                sec = timed["rectangles"]
                 rows.append({"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
                              "batch": 4 * R, "variant": "rectangles", "chain_steps_per_s": R / sec,
                              "compute_bound_steps_per_s": bound / 4, "fraction_of_bound": R / sec / (bound / 4),
@@ -174,14 +195,16 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--quick", action="store_true", help="n = 20, batch 1/16/64, BERT-base shape and AntiBERTy")
     ap.add_argument("--models", nargs="*", default=None)
+    ap.add_argument("--lengths", nargs="*", type=int, default=None, help="override the grid's n")
+    ap.add_argument("--batches", nargs="*", type=int, default=None, help="override the grid's batch sizes")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     from .results import repo_root, versions
 
     models_wanted = a.models or (["bert-base", "package:antiberty"] if a.quick
                                  else ["bert-base", "package:antiberty", "package:rxnfp-bert"])
-    lengths = [20] if a.quick else [20, 64, 128]
-    batches = [1, 16, 64] if a.quick else [1, 16, 64, 256]
+    lengths = a.lengths or ([20] if a.quick else [20, 64, 128])
+    batches = a.batches or ([1, 16, 64] if a.quick else [1, 16, 64, 256])
     torch.set_num_threads(torch.get_num_threads())
     df = run_grid(models_wanted, lengths, batches, a.device)
     out = Path(a.out) if a.out else repo_root() / "results" / "bench" / f"bench-{a.device}.csv"

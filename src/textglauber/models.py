@@ -258,15 +258,57 @@ def _head_parts(model) -> tuple[torch.nn.Module, Callable, torch.nn.Linear]:
         f"model type {mt!r} has no split head here; add it to textglauber.models._head_parts")
 
 
+def _row_pruned_layers(model):
+    """(embeddings, layers) when the encoder is a stack of BERT-style layers (query/key/value
+    self-attention, a residual output block, an intermediate and an output block) with absolute
+    positions; None otherwise. For those, the last layer can be run for the masked rows only."""
+    if model.config.model_type not in ("bert", "roberta", "xlm-roberta", "camembert", "data2vec-text"):
+        return None                 # others add steps between embeddings and layers (e.g. ELECTRA's projection)
+    base = model.base_model
+    emb, enc = getattr(base, "embeddings", None), getattr(base, "encoder", None)
+    layers = getattr(enc, "layer", None)
+    if emb is None or layers is None or len(layers) == 0:
+        return None
+    last = layers[-1]
+    sa = getattr(getattr(last, "attention", None), "self", None)
+    if not all(hasattr(sa, a) for a in ("query", "key", "value", "attention_head_size")):
+        return None
+    if not (hasattr(last.attention, "output") and hasattr(last, "intermediate") and hasattr(last, "output")):
+        return None
+    if getattr(model.config, "position_embedding_type", None) not in (None, "absolute"):
+        return None
+    if getattr(model.config, "is_decoder", False):
+        return None
+    return emb, layers
+
+
+def _last_layer_rows(layer, h: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """The last encoder layer's output at one position per sequence: keys and values over every
+    token, but the query, attention output and feed-forward block only for the chosen row."""
+    sa = layer.attention.self
+    b, L, H = h.shape
+    d = sa.attention_head_size
+    heads = H // d
+    x = h[rows, pos]                                                     # (B, H)
+    q = sa.query(x).view(b, heads, 1, d)
+    k = sa.key(h).view(b, L, heads, d).transpose(1, 2)
+    v = sa.value(h).view(b, L, heads, d).transpose(1, 2)
+    ctx = F.scaled_dot_product_attention(q, k, v, scale=getattr(sa, "scaling", d ** -0.5)).reshape(b, H)
+    a = layer.attention.output(ctx, x)
+    return layer.output(layer.intermediate(a), a)
+
+
 class MaskedLMScorer:
     """Scores s_i(a | x_{-i}) over the allowed vocabulary for a batch of (state, site) pairs.
 
     ``states`` are content token ids (B, n) without special tokens; ``sites`` (B,) index
-    into the content. One encoder pass serves the whole batch; the head runs on B rows
-    and |A| columns. Scores are float32 whatever the weights' dtype.
+    into the content. One encoder pass serves the whole batch; for BERT-style encoders the last
+    layer runs its query, attention output and feed-forward block on the B masked rows only
+    (``prune_last_layer``), and the head runs on B rows and |A| columns. Scores are float32
+    whatever the weights' dtype.
     """
 
-    def __init__(self, lm: LoadedModel, vocab: AllowedVocab):
+    def __init__(self, lm: LoadedModel, vocab: AllowedVocab, prune_last_layer: bool = True):
         if lm.kind != "mlm":
             raise ValueError(f"{lm.name} is a {lm.kind} model; the scorer needs a masked LM")
         if vocab.size == 0:
@@ -280,6 +322,7 @@ class MaskedLMScorer:
         self._prefix = torch.tensor(lm.prefix_ids, dtype=torch.long, device=lm.device)
         self._suffix = torch.tensor(lm.suffix_ids, dtype=torch.long, device=lm.device)
         self.mask_id = lm.tokenizer.mask_token_id
+        self._pruned = _row_pruned_layers(lm.model) if prune_last_layer else None
 
     @property
     def max_length(self) -> int:
@@ -297,6 +340,12 @@ class MaskedLMScorer:
         rows = torch.arange(ids.shape[0], device=ids.device)
         pos = sites.to(ids.device) + len(self.lm.prefix_ids)
         ids[rows, pos] = self.mask_id
+        if self._pruned is not None:
+            emb, layers = self._pruned
+            h = emb(input_ids=ids)
+            for layer in layers[:-1]:
+                h = layer(h)
+            return _last_layer_rows(layers[-1], h, rows, pos)
         out = self.encoder(input_ids=ids)
         return out[0][rows, pos]
 

@@ -98,7 +98,10 @@ def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 15, targ
     return {k: statistics.median(v) for k, v in out.items()}
 
 
-def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 3) -> pd.DataFrame:
+def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 3, min_rounds: int = 3,
+             on_cell=None) -> pd.DataFrame:
+    """Every (model, n, batch) cell of the grid; ``on_cell(table so far)`` is called after each,
+    so that a long run can write what it has measured as it goes."""
     from . import models as M
     from .chain import ChainSpec, step
     from .coupling import couple
@@ -171,7 +174,7 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                 rects = Rectangles(seq_id=np.zeros(R, int), base=x[:R], i=torch.zeros(R, dtype=torch.long),
                                    j=torch.ones(R, dtype=torch.long), a_prime=x[:R, 1].clone(), b_prime=x[:R, 0].clone())
                 timed = _time_interleaved({**{v: f for v, (f, _, _) in variants.items()},
-                                           "rectangles": lambda: score_mlm(scorer, rects)})
+                                           "rectangles": lambda: score_mlm(scorer, rects)}, min_rounds=min_rounds)
                 for v, (fn, work, logit_bytes) in variants.items():
                     sec = timed[v]
                     rows.append({"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
@@ -183,6 +186,13 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                              "batch": 4 * R, "variant": "rectangles", "chain_steps_per_s": R / sec,
                              "compute_bound_steps_per_s": bound / 4, "fraction_of_bound": R / sec / (bound / 4),
                              "logit_bytes": 4 * R * vocab.size * 4, "matmul_gflops": rate / 1e9})
+                if on_cell is not None:
+                    on_cell(_with_speedups(rows))
+    return _with_speedups(rows)
+
+
+def _with_speedups(rows) -> pd.DataFrame:
+    """The engine's rate over each older way's at the same model, n and batch."""
     df = pd.DataFrame(rows)
     eng = df[df.variant == "engine"].set_index(["model", "n", "batch"]).chain_steps_per_s
     df["engine_speedup"] = [eng.get((m, n, b), np.nan) / s if v in ("fill_mask_loop", "shared_site_full") else np.nan
@@ -197,6 +207,8 @@ def main(argv=None) -> int:
     ap.add_argument("--models", nargs="*", default=None)
     ap.add_argument("--lengths", nargs="*", type=int, default=None, help="override the grid's n")
     ap.add_argument("--batches", nargs="*", type=int, default=None, help="override the grid's batch sizes")
+    ap.add_argument("--steps", type=int, default=3, help="Glauber steps per timed call")
+    ap.add_argument("--rounds", type=int, default=3, help="least number of timed rounds per variant")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     from .results import repo_root, versions
@@ -206,10 +218,18 @@ def main(argv=None) -> int:
     lengths = a.lengths or ([20] if a.quick else [20, 64, 128])
     batches = a.batches or ([1, 16, 64] if a.quick else [1, 16, 64, 256])
     torch.set_num_threads(torch.get_num_threads())
-    df = run_grid(models_wanted, lengths, batches, a.device)
     out = Path(a.out) if a.out else repo_root() / "results" / "bench" / f"bench-{a.device}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_suffix(".partial.csv")
+
+    def on_cell(df):                    # a long grid keeps what it measured if it is stopped
+        df.to_csv(partial, index=False)
+        last = df.iloc[-1]
+        print(f"[bench] {last.model} n={last.n} batch={last.batch} done", flush=True)
+
+    df = run_grid(models_wanted, lengths, batches, a.device, steps=a.steps, min_rounds=a.rounds, on_cell=on_cell)
     df.to_csv(out, index=False)
+    partial.unlink(missing_ok=True)
     (out.with_suffix(".json")).write_text(pd.Series(versions()).to_json())
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(df[["model", "n", "batch", "variant", "chain_steps_per_s", "fraction_of_bound", "engine_speedup",

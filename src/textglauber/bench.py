@@ -34,19 +34,7 @@ import pandas as pd
 import torch
 
 
-def matmul_rate(device: torch.device, dtype: torch.dtype, size: int = 2048, reps: int = 5) -> float:
-    """Measured dense matrix-multiply throughput in FLOP/s."""
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
-    a @ b
-    times = []
-    for _ in range(reps):
-        _sync(device)
-        t = time.perf_counter()
-        a @ b
-        _sync(device)
-        times.append(time.perf_counter() - t)
-    return 2 * size**3 / statistics.median(times)
+MATMUL_SIZE = 2048
 
 
 def _sync(device):
@@ -110,7 +98,6 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
 
     dev = pick_device(device)
     dt = pick_dtype("auto", dev)
-    rate = matmul_rate(dev, dt)
     rows = []
     for name in models_wanted:
         lm = bert_base_random(dev, dt) if name == "bert-base" else M.load(name, device=str(dev), dtype=str(dt).split(".")[-1])
@@ -122,7 +109,6 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
         gen = torch.Generator().manual_seed(0)
         for n in lengths:
             fl = flops_per_step(lm.model, n + 2, vocab.size)
-            bound = rate / fl
             for B in batches:
                 x = ids[torch.randint(len(ids), (B, n), generator=gen)]
                 spec = ChainSpec(temperature=1.0, steps=steps)
@@ -173,8 +159,19 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                 R = max(1, B // 4)
                 rects = Rectangles(seq_id=np.zeros(R, int), base=x[:R], i=torch.zeros(R, dtype=torch.long),
                                    j=torch.ones(R, dtype=torch.long), a_prime=x[:R, 1].clone(), b_prime=x[:R, 0].clone())
+                mm_a = torch.randn(MATMUL_SIZE, MATMUL_SIZE, device=dev, dtype=dt)
+
+                def matmul():
+                    mm_a @ mm_a
+                    _sync(dev)
+
+                # the matrix-multiply rate is timed in the same rounds, so the bound follows the
+                # machine's speed at the moment the variants ran (a shared host drifts)
                 timed = _time_interleaved({**{v: f for v, (f, _, _) in variants.items()},
-                                           "rectangles": lambda: score_mlm(scorer, rects)}, min_rounds=min_rounds)
+                                           "rectangles": lambda: score_mlm(scorer, rects), "matmul": matmul},
+                                          min_rounds=min_rounds)
+                rate = 2 * MATMUL_SIZE**3 / timed["matmul"]
+                bound = rate / fl
                 for v, (fn, work, logit_bytes) in variants.items():
                     sec = timed[v]
                     rows.append({"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
@@ -224,7 +221,7 @@ def main(argv=None) -> int:
 
     def on_cell(df):                    # a long grid keeps what it measured if it is stopped
         df.to_csv(partial, index=False)
-        last = df.iloc[-1]
+        last = df[df.variant == "engine"].iloc[-1]
         print(f"[bench] {last.model} n={last.n} batch={last.batch} done", flush=True)
 
     df = run_grid(models_wanted, lengths, batches, a.device, steps=a.steps, min_rounds=a.rounds, on_cell=on_cell)

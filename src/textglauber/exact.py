@@ -85,6 +85,11 @@ def glauber_kernel(scorer, n: int, temperature: float, prefix: np.ndarray | None
 GTH_MAX = 2048
 
 
+def _dense(P) -> np.ndarray:
+    """A kernel as a dense float64 array, whether it was built sparse or dense."""
+    return P.toarray() if sp.issparse(P) else np.asarray(P, dtype=np.float64)
+
+
 def _gth(P: np.ndarray) -> np.ndarray:
     """Grassmann-Taksar-Heyman elimination: the stationary law without subtractions, so it stays
     accurate to machine precision even when the chain is nearly decomposable (metastable)."""
@@ -108,7 +113,7 @@ def stationary(P) -> np.ndarray:
     beyond that by a direct linear solve, whose error grows with the mixing time."""
     s = P.shape[0]
     if s <= GTH_MAX:
-        return _gth(P.toarray() if sp.issparse(P) else P)
+        return _gth(_dense(P))
     A = (P.T - (sp.identity(s) if sp.issparse(P) else np.eye(s)))
     if sp.issparse(A):
         A = sp.lil_matrix(A)
@@ -158,13 +163,13 @@ class JointScorer:
         return torch.as_tensor(out, dtype=torch.float64)
 
 
-def mixing_time(P, eps: float = 0.25, t_max: int = 10**9) -> int:
+def mixing_time(P, eps: float = 0.25, t_max: int = 10**9, pi: np.ndarray | None = None) -> int:
     """Exact t_mix(eps) = min t with d(t) = max over starts x of TV(P^t(x, .), pi) <= eps.
 
     d(t) is non-increasing, so the search doubles t with repeated squaring and then bisects,
     using O(log^2 t) matrix products instead of t of them."""
-    pi = stationary(P)
-    dense = P.toarray() if sp.issparse(P) else np.asarray(P, dtype=np.float64)
+    pi = stationary(P) if pi is None else pi
+    dense = _dense(P)
 
     def d(M):
         return 0.5 * np.abs(M - pi).sum(1).max()
@@ -226,7 +231,7 @@ class TabulatedScorer:
 def separation_distance(P, t: int) -> float:
     """s(t) = max_{x,y} (1 - P^t(x, y) / pi(y))."""
     pi = stationary(P)
-    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    dense = _dense(P)
     Pt = np.linalg.matrix_power(dense, t)
     return float((1 - Pt / pi[None, :]).max())
 
@@ -236,7 +241,7 @@ def spectral_gap(P) -> dict:
 
     Glauber chains of incompatible conditionals are not reversible, so eigenvalues may be
     complex; the absolute gap still bounds the geometric rate of convergence."""
-    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    dense = _dense(P)
     ev = np.linalg.eigvals(dense)
     ev = ev[np.argsort(-np.abs(ev))]
     second = float(np.abs(ev[1])) if len(ev) > 1 else 0.0
@@ -248,7 +253,7 @@ def spectral_gap(P) -> dict:
 def conductance(P, members: np.ndarray, pi: np.ndarray | None = None) -> float:
     """Phi(B) = Q(B, B^c) / pi(B) with Q(x, y) = pi(x) P(x, y), for the states flagged in ``members``."""
     pi = stationary(P) if pi is None else pi
-    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    dense = _dense(P)
     B = np.asarray(members, bool)
     return float((pi[B, None] * dense[np.ix_(B, ~B)]).sum() / pi[B].sum())
 
@@ -272,7 +277,7 @@ def compatibility_gap(pi: np.ndarray, nu: np.ndarray) -> dict:
 
 def exit_time(P, members: np.ndarray) -> np.ndarray:
     """Exact expected steps to leave the set flagged in ``members``, from each of its states."""
-    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    dense = _dense(P)
     B = np.flatnonzero(np.asarray(members, bool))
     A = np.eye(len(B)) - dense[np.ix_(B, B)]
     return np.linalg.solve(A, np.ones(len(B)))
@@ -288,7 +293,7 @@ def margin_check(table: "TabulatedScorer", P, temperature: float, pi: np.ndarray
     from . import margins
 
     pi = stationary(P) if pi is None else pi
-    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    dense = _dense(P)
     free = table.chain.free
     gaps = margins.score_gaps(table, torch.as_tensor(table.chain.states))[:, free]
     delta = gaps.min(1)
@@ -413,7 +418,7 @@ def ground_truth(table: "TabulatedScorer", temperatures, *, pairs: int, budget: 
         tail = (tau[None, :] > grid[:, None]).mean(1)
         est = int(grid[np.argmax(tail <= eps)]) if (tail <= eps).any() else np.nan
         try:
-            tmix = mixing_time(P, eps)
+            tmix = mixing_time(P, eps, pi=pi)
         except RuntimeError:
             tmix = np.nan
         extra = margin_check(table, P, float(T), pi)

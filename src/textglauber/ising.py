@@ -96,12 +96,17 @@ def _index(x: np.ndarray) -> np.ndarray:
     return (((x + 1) // 2).astype(np.int64) * (1 << np.arange(n - 1, -1, -1))).sum(-1)
 
 
-def _block_conditionals(model: IsingModel, S: tuple[int, ...]):
-    """For every state x and every z in {-1,1}^k: the state x^{S<-z} and p(x_S = z | x_{-S})."""
-    X = all_states(model.n)
+def _fill_block(X: np.ndarray, S: tuple[int, ...]) -> np.ndarray:
+    """x^{S<-z} for every row x of X and every z in {-1,1}^k: (len(X), 2^k, N)."""
     Z = all_states(len(S))
     Y = np.repeat(X[:, None, :], len(Z), axis=1)
     Y[:, :, list(S)] = Z[None]
+    return Y
+
+
+def _block_conditionals(model: IsingModel, S: tuple[int, ...]):
+    """For every state x and every z in {-1,1}^k: the state x^{S<-z} and p(x_S = z | x_{-S})."""
+    Y = _fill_block(all_states(model.n), S)
     e = model.energy(Y)
     p = np.exp(e - e.max(1, keepdims=True))
     return Y, p / p.sum(1, keepdims=True)
@@ -137,12 +142,13 @@ def _kernel(model: IsingModel, k: int, parallel: bool) -> np.ndarray:
 
 
 def hitting_time(P: np.ndarray, target: int) -> np.ndarray:
-    """Exact expected number of steps to first reach state ``target`` from every state."""
-    s = P.shape[0]
-    keep = np.arange(s) != target
-    A = np.eye(s - 1) - P[np.ix_(keep, keep)]
-    out = np.zeros(s)
-    out[keep] = np.linalg.solve(A, np.ones(s - 1))
+    """Exact expected number of steps to first reach state ``target`` from every state: the
+    exit time from the set of all other states."""
+    from .exact import exit_time
+
+    others = np.arange(P.shape[0]) != target
+    out = np.zeros(P.shape[0])
+    out[others] = exit_time(P, others)
     return out
 
 
@@ -159,8 +165,8 @@ def separation_experiment(model: IsingModel, ks) -> "pd.DataFrame":
     for k in ks:
         for name, build in (("k-site Gibbs", gibbs_kernel), ("independent parallel", parallel_kernel)):
             P = build(model, k)
-            rows.append({"k": int(k), "sampler": name, "steps to mode": float(hitting_time(P, mode)[start]),
-                         "site updates to mode": float(k * hitting_time(P, mode)[start]),
+            steps = float(hitting_time(P, mode)[start])
+            rows.append({"k": int(k), "sampler": name, "steps to mode": steps, "site updates to mode": k * steps,
                          "TV(stationary, Ising law)": tv(stationary(P), p)})
     return pd.DataFrame(rows)
 
@@ -183,13 +189,8 @@ def k_pseudo_loglik_terms(X: np.ndarray, k: int):
     """Precomputed features for the k-pseudo-likelihood of the sample X (m, N): for every k-subset S,
     the observed phi(x) (m, P) and phi(x^{S<-z}) for all z (m, 2^k, P)."""
     n = X.shape[1]
-    Z = all_states(k)
     obs = torch.as_tensor(_features(X))
-    alts = []
-    for S in itertools.combinations(range(n), k):
-        Y = np.repeat(X[:, None, :], len(Z), axis=1)
-        Y[:, :, list(S)] = Z[None]
-        alts.append(_features(Y))
+    alts = [_features(_fill_block(X, S)) for S in itertools.combinations(range(n), k)]
     return obs, torch.as_tensor(np.stack(alts))                # (m, P), (subsets, m, 2^k, P)
 
 

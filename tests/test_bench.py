@@ -20,3 +20,37 @@ def test_benchmark_writes_every_variant_and_logit_memory_scales_with_the_allowed
     speed = four.loc["engine", "chain_steps_per_s"] / four.loc["shared_site_full", "chain_steps_per_s"]
     assert four.loc["shared_site_full", "engine_speedup"] == speed
     assert (df.chain_steps_per_s > 0).all() and (df.compute_bound_steps_per_s > 0).all()
+
+
+def test_benchmark_compiled_variant_and_peak_memory_column(tmp_path):
+    out = tmp_path / "b.csv"
+    assert bench.main(["--models", "tiny-mlm", "--lengths", "5", "--batches", "2", "--steps", "1", "--rounds", "1",
+                       "--compile", "--out", str(out)]) == 0
+    df = pd.read_csv(out).set_index("variant")
+    assert df.loc["engine_compiled", "chain_steps_per_s"] > 0
+    assert df.loc["shared_site_full", "compiled_speedup"] > 0
+    assert (df.peak_memory_bytes >= 0).all()
+
+
+def test_peak_memory_reads_what_one_call_allocates():
+    """Closed form: a call that holds a 64 MiB buffer adds 64 MiB, one that allocates nothing
+    adds (almost) nothing, even right after a large buffer was freed."""
+    import torch
+
+    mem = bench.PeakMemory(torch.device("cpu"))
+    size = 64 << 20
+    big = mem.measure(lambda: torch.ones(size // 4).sum())
+    assert 0.95 * size <= big <= 1.15 * size
+    assert mem.measure(lambda: None) < 4 << 20
+
+
+def test_benchmark_refuses_bad_input_before_compute(tmp_path):
+    import pytest
+
+    with pytest.raises(SystemExit, match="at least 1"):
+        bench.main(["--models", "tiny-mlm", "--batches", "0", "--out", str(tmp_path / "x.csv")])
+    with pytest.raises(SystemExit, match="longer"):
+        bench.main(["--models", "tiny-mlm", "--lengths", "600", "--out", str(tmp_path / "x.csv")])
+    with pytest.raises(ValueError, match="dtype"):
+        bench.main(["--models", "tiny-mlm", "--dtype", "int3", "--out", str(tmp_path / "x.csv")])
+    assert not (tmp_path / "x.csv").exists()

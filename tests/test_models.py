@@ -118,6 +118,22 @@ def test_engine_samples_are_identical_with_and_without_the_optimisations(full_sc
     assert np.array_equal(fast.states, plain.states)
 
 
+def test_compiled_engine_agrees_with_the_eager_one(tiny_mlm, full_scorer):
+    """torch.compile fuses the pass (not bit for bit): scores agree to float32 rounding and a
+    chain with a fixed seed draws the same tokens."""
+    from textglauber.chain import ChainSpec, run
+
+    compiled = models.MaskedLMScorer(tiny_mlm, full_scorer.vocab, compile=True)
+    g = torch.Generator().manual_seed(3)
+    x = full_scorer.vocab.ids[torch.randint(full_scorer.vocab.size, (5, 9), generator=g)]
+    sites = torch.randint(9, (5,), generator=g)
+    torch.testing.assert_close(compiled.scores(x, sites), full_scorer.scores(x, sites), rtol=1e-5, atol=1e-5)
+    spec = ChainSpec(temperature=1.0, steps=30, record_every=1)
+    assert np.array_equal(run(compiled, x, spec, seed=2).states, run(full_scorer, x, spec, seed=2).states)
+    with pytest.raises(ValueError, match="compile"):
+        models.MaskedLMScorer(tiny_mlm, full_scorer.vocab, compile=3)
+
+
 def test_causal_logprob_matches_token_by_token(tiny_causal):
     sc = models.CausalLMScorer(tiny_causal)
     x = torch.tensor([tiny_causal.tokenizer("the cat slept on the wall", add_special_tokens=False)["input_ids"]])

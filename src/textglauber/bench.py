@@ -3,6 +3,7 @@
     python -m textglauber.bench                      # CPU, the default grid
     python -m textglauber.bench --quick              # a small grid (minutes)
     python -m textglauber.bench --device cuda        # the GPU path (bf16 weights, float32 scores)
+    python -m textglauber.bench --compile            # adds the engine through torch.compile
 
 Variants, on the same inputs:
 
@@ -14,11 +15,13 @@ Variants, on the same inputs:
 - ``shared_site_full``: one forward pass for the batch, every chain masked at the same site,
   full B x n x V logits materialised (as earlier public Gibbs code does), then a draw per chain;
 - ``coupled_pairs``: one coupled step for B/2 pairs (2 rows each);
-- ``rectangles``: rectangles scored per second (4 masked rows each).
+- ``rectangles``: rectangles scored per second (4 masked rows each);
+- ``engine_compiled`` (with ``--compile``): the engine's pass through ``torch.compile``.
 
 Throughput is chain-steps (or rectangles) per second, the median over interleaved rounds. The
 compute bound is the measured matrix-multiply rate divided by the model's FLOPs per chain-step.
-Logit memory is read off the logit tensors each variant creates. BERT-base shape uses random
+Logit memory is read off the logit tensors each variant creates; peak memory is what one call
+adds to the process (see :class:`PeakMemory`). BERT-base shape uses random
 weights (throughput does not depend on them); AntiBERTy and rxnfp BERT are the real packaged
 models. Writes a CSV and prints the table with ratios.
 """
@@ -67,29 +70,88 @@ def bert_base_random(device, dtype):
                        dtype=dtype, source="random", revision=None, max_positions=512, prefix_ids=[2], suffix_ids=[3])
 
 
-def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 15, target_s: float = 3.0) -> dict:
+class PeakMemory:
+    """Peak memory one call adds above what the process held before it.
+
+    CPU: the kernel's high-water mark of resident memory (VmHWM), reset before the call through
+    /proc/self/clear_refs, minus the resident size before it; glibc is told to return large blocks
+    to the system at once (a fixed mmap threshold) and freed heap is trimmed, so memory a
+    previous variant freed is not counted as free room for this one. CUDA: the allocator's peak
+    above its allocation before the call. NaN where neither is available."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self._libc = None
+        if device.type == "cpu":
+            try:
+                import ctypes
+
+                self._libc = ctypes.CDLL("libc.so.6")
+                self._libc.mallopt(-3, 1 << 17)            # M_MMAP_THRESHOLD = 128 KiB, no longer adaptive
+                Path("/proc/self/clear_refs").write_text("5")
+            except (OSError, AttributeError):
+                self._libc = None
+
+    @staticmethod
+    def _status(key: str) -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+        raise KeyError(key)
+
+    def measure(self, fn) -> float:
+        import gc
+
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            fn()
+            return float(torch.cuda.max_memory_allocated() - base)
+        if self._libc is None:
+            fn()
+            return float("nan")
+        self._libc.malloc_trim(0)
+        Path("/proc/self/clear_refs").write_text("5")
+        base = self._status("VmRSS")
+        fn()
+        return float(max(self._status("VmHWM") - base, 0))
+
+
+def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 15, target_s: float = 3.0,
+                      memory: PeakMemory | None = None) -> tuple[dict, dict]:
     """Median seconds per call of each function, timed in interleaved rounds (every variant once
     per round, after one warm-up call each), so that drifts of the machine's speed hit all
-    variants alike. Cheap variants get more rounds, up to ``max_rounds``."""
+    variants alike. Cheap variants get more rounds, up to ``max_rounds``. With ``memory``, each
+    function's peak memory is read during its first timed call (the reading is outside the timing)."""
     first = {}
     for k, fn in fns.items():
         t = time.perf_counter()
         fn()
         first[k] = time.perf_counter() - t
     rounds = int(min(max_rounds, max(min_rounds, np.ceil(target_s / max(sum(first.values()), 1e-9)))))
-    out = {k: [] for k in fns}
-    for _ in range(rounds):
+    out, peaks = {k: [] for k in fns}, {}
+    for r in range(rounds):
         for k, fn in fns.items():
-            t = time.perf_counter()
-            fn()
-            out[k].append(time.perf_counter() - t)
-    return {k: statistics.median(v) for k, v in out.items()}
+            def timed(fn=fn, k=k):
+                t = time.perf_counter()
+                fn()
+                out[k].append(time.perf_counter() - t)
+
+            if r == 0 and memory is not None:
+                peaks[k] = memory.measure(timed)
+            else:
+                timed()
+    return {k: statistics.median(v) for k, v in out.items()}, peaks
 
 
 def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 3, min_rounds: int = 3,
-             on_cell=None) -> pd.DataFrame:
+             on_cell=None, dtype: str = "auto", compile: bool | str = False) -> pd.DataFrame:
     """Every (model, n, batch) cell of the grid; ``on_cell(table so far)`` is called after each,
-    so that a long run can write what it has measured as it goes."""
+    so that a long run can write what it has measured as it goes. ``compile`` adds the variant
+    ``engine_compiled`` (the same step through ``torch.compile``; its compilation is in the
+    warm-up call, outside the timings)."""
     from . import models as M
     from .chain import ChainSpec, step
     from .coupling import couple
@@ -97,7 +159,8 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
     from .vocabulary import AllowedVocab
 
     dev = pick_device(device)
-    dt = pick_dtype("auto", dev)
+    dt = pick_dtype(dtype, dev)
+    memory = PeakMemory(dev)
     rows = []
     for name in models_wanted:
         lm = bert_base_random(dev, dt) if name == "bert-base" else M.load(name, device=str(dev), dtype=str(dt).split(".")[-1])
@@ -106,6 +169,8 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
         ids = torch.tensor([i for i in range(V) if i not in special])
         vocab = AllowedVocab(ids=ids, tokens=tuple(str(i) for i in ids.tolist()), vocab_size=V)
         scorer = M.MaskedLMScorer(lm, vocab)
+        compiled = M.MaskedLMScorer(lm, vocab, compile=compile) if compile else None
+        attn = getattr(lm.model.config, "_attn_implementation", None)
         gen = torch.Generator().manual_seed(0)
         for n in lengths:
             fl = flops_per_step(lm.model, n + 2, vocab.size)
@@ -113,7 +178,7 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                 x = ids[torch.randint(len(ids), (B, n), generator=gen)]
                 spec = ChainSpec(temperature=1.0, steps=steps)
 
-                def engine():
+                def engine(scorer=scorer):
                     s = x.clone()
                     for _ in range(steps):
                         step(scorer, s, spec, gen)
@@ -147,6 +212,8 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                 variants = {"engine": (engine, B * steps, B * vocab.size * 4),
                             "fill_mask_loop": (fill_mask_loop, B * steps, (n + 2) * V * 4),
                             "shared_site_full": (shared_site_full, B * steps, B * (n + 2) * V * 4)}
+                if compiled is not None:
+                    variants["engine_compiled"] = (lambda: engine(compiled), B * steps, B * vocab.size * 4)
                 if B >= 2:
                     half = B // 2
                     variants["coupled_pairs"] = (
@@ -167,22 +234,22 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
 
                 # the matrix-multiply rate is timed in the same rounds, so the bound follows the
                 # machine's speed at the moment the variants ran (a shared host drifts)
-                timed = _time_interleaved({**{v: f for v, (f, _, _) in variants.items()},
-                                           "rectangles": lambda: score_mlm(scorer, rects), "matmul": matmul},
-                                          min_rounds=min_rounds)
+                timed, peaks = _time_interleaved({**{v: f for v, (f, _, _) in variants.items()},
+                                                  "rectangles": lambda: score_mlm(scorer, rects), "matmul": matmul},
+                                                 min_rounds=min_rounds, memory=memory)
                 rate = 2 * MATMUL_SIZE**3 / timed["matmul"]
                 bound = rate / fl
+                meta = {"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
+                        "attention": attn, "threads": torch.get_num_threads(), "matmul_gflops": rate / 1e9}
                 for v, (fn, work, logit_bytes) in variants.items():
                     sec = timed[v]
-                    rows.append({"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
-                                 "batch": B, "variant": v, "chain_steps_per_s": work / sec,
+                    rows.append({**meta, "batch": B, "variant": v, "chain_steps_per_s": work / sec,
                                  "compute_bound_steps_per_s": bound, "fraction_of_bound": work / sec / bound,
-                                 "logit_bytes": logit_bytes, "matmul_gflops": rate / 1e9})
+                                 "logit_bytes": logit_bytes, "peak_memory_bytes": peaks.get(v, np.nan)})
                 sec = timed["rectangles"]
-                rows.append({"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
-                             "batch": 4 * R, "variant": "rectangles", "chain_steps_per_s": R / sec,
+                rows.append({**meta, "batch": 4 * R, "variant": "rectangles", "chain_steps_per_s": R / sec,
                              "compute_bound_steps_per_s": bound / 4, "fraction_of_bound": R / sec / (bound / 4),
-                             "logit_bytes": 4 * R * vocab.size * 4, "matmul_gflops": rate / 1e9})
+                             "logit_bytes": 4 * R * vocab.size * 4, "peak_memory_bytes": peaks.get("rectangles", np.nan)})
                 if on_cell is not None:
                     on_cell(_with_speedups(rows))
     return _with_speedups(rows)
@@ -191,15 +258,36 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
 def _with_speedups(rows) -> pd.DataFrame:
     """The engine's rate over each older way's at the same model, n and batch."""
     df = pd.DataFrame(rows)
-    eng = df[df.variant == "engine"].set_index(["model", "n", "batch"]).chain_steps_per_s
-    df["engine_speedup"] = [eng.get((m, n, b), np.nan) / s if v in ("fill_mask_loop", "shared_site_full") else np.nan
-                            for m, n, b, v, s in zip(df.model, df.n, df.batch, df.variant, df.chain_steps_per_s)]
+    older = ("fill_mask_loop", "shared_site_full")
+    for engine, col in (("engine", "engine_speedup"), ("engine_compiled", "compiled_speedup")):
+        if engine not in set(df.variant):
+            continue
+        eng = df[df.variant == engine].set_index(["model", "n", "batch"]).chain_steps_per_s
+        df[col] = [eng.get((m, n, b), np.nan) / s if v in older else np.nan
+                   for m, n, b, v, s in zip(df.model, df.n, df.batch, df.variant, df.chain_steps_per_s)]
     return df
+
+
+def _machine(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()}, {torch.get_num_threads()} threads"
+    except OSError:
+        pass
+    import platform
+
+    return f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m textglauber.bench", description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="auto", help="weights' dtype: auto (bf16 on CUDA, float32 on CPU), float32, bfloat16")
+    ap.add_argument("--compile", nargs="?", const=True, default=False, metavar="MODE",
+                    help="also time the engine through torch.compile (optionally a mode, e.g. max-autotune)")
     ap.add_argument("--quick", action="store_true", help="n = 20, batch 1/16/64, BERT-base shape and AntiBERTy")
     ap.add_argument("--models", nargs="*", default=None)
     ap.add_argument("--lengths", nargs="*", type=int, default=None, help="override the grid's n")
@@ -208,14 +296,24 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="least number of timed rounds per variant")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
+    from .device import pick_device, pick_dtype
+    from .models import check_available
     from .results import repo_root, versions
 
+    dev = pick_device(a.device)                      # bad device or dtype: one error before any compute
+    pick_dtype(a.dtype, dev)
     models_wanted = a.models or (["bert-base", "package:antiberty"] if a.quick
                                  else ["bert-base", "package:antiberty", "package:rxnfp-bert"])
     lengths = a.lengths or ([20] if a.quick else [20, 64, 128])
-    batches = a.batches or ([1, 16, 64] if a.quick else [1, 16, 64, 256])
+    gpu_batches = [1, 16, 64, 256, 512, 1024]
+    batches = a.batches or ([1, 16, 64] if a.quick else gpu_batches if dev.type == "cuda" else [1, 16, 64, 256])
+    if min(lengths) < 1 or min(batches) < 1 or a.steps < 1 or a.rounds < 1:
+        raise SystemExit("lengths, batches, steps and rounds must all be at least 1")
+    if max(lengths) > 510:
+        raise SystemExit(f"n = {max(lengths)} is longer than the grid's models accept (510 content tokens)")
+    check_available([m for m in models_wanted if m != "bert-base"])
     torch.set_num_threads(torch.get_num_threads())
-    out = Path(a.out) if a.out else repo_root() / "results" / "bench" / f"bench-{a.device}.csv"
+    out = Path(a.out) if a.out else repo_root() / "results" / "bench" / f"bench-{dev.type}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_suffix(".partial.csv")
 
@@ -224,13 +322,17 @@ def main(argv=None) -> int:
         last = df[df.variant == "engine"].iloc[-1]
         print(f"[bench] {last.model} n={last.n} batch={last.batch} done", flush=True)
 
-    df = run_grid(models_wanted, lengths, batches, a.device, steps=a.steps, min_rounds=a.rounds, on_cell=on_cell)
+    df = run_grid(models_wanted, lengths, batches, a.device, steps=a.steps, min_rounds=a.rounds, on_cell=on_cell,
+                  dtype=a.dtype, compile=a.compile)
     df.to_csv(out, index=False)
     partial.unlink(missing_ok=True)
-    (out.with_suffix(".json")).write_text(pd.Series(versions()).to_json())
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(df[["model", "n", "batch", "variant", "chain_steps_per_s", "fraction_of_bound", "engine_speedup",
-                  "logit_bytes"]].round(3).to_string(index=False))
+    info = {**versions(), "machine": _machine(dev), "command": " ".join(["python -m textglauber.bench", *(argv or [])])
+            if argv is not None else " ".join(__import__("sys").argv)}
+    out.with_suffix(".json").write_text(pd.Series(info).to_json())
+    cols = ["model", "n", "batch", "variant", "chain_steps_per_s", "fraction_of_bound", "engine_speedup",
+            "compiled_speedup", "logit_bytes", "peak_memory_bytes"]
+    with pd.option_context("display.width", 220, "display.max_columns", 20):
+        print(df[[c for c in cols if c in df]].round(3).to_string(index=False))
     print(f"\nwritten to {out}")
     return 0
 

@@ -306,9 +306,16 @@ class MaskedLMScorer:
     layer runs its query, attention output and feed-forward block on the B masked rows only
     (``prune_last_layer``), and the head runs on B rows and |A| columns. Scores are float32
     whatever the weights' dtype.
+
+    ``compile`` (False, True or a ``torch.compile`` mode such as ``"max-autotune"``) compiles the
+    pass from masked ids to scores. It fuses the small operations between the matrix multiplies
+    (about 10% on a 2-core CPU for BERT-base) but costs tens of seconds per new input shape, so it
+    pays for long runs at one (batch, n) and is off by default; scores agree with the eager pass to
+    float32 rounding, not bit for bit.
     """
 
-    def __init__(self, lm: LoadedModel, vocab: AllowedVocab, prune_last_layer: bool = True):
+    def __init__(self, lm: LoadedModel, vocab: AllowedVocab, prune_last_layer: bool = True,
+                 compile: bool | str = False):
         if lm.kind != "mlm":
             raise ValueError(f"{lm.name} is a {lm.kind} model; the scorer needs a masked LM")
         if vocab.size == 0:
@@ -323,6 +330,11 @@ class MaskedLMScorer:
         self._suffix = torch.tensor(lm.suffix_ids, dtype=torch.long, device=lm.device)
         self.mask_id = lm.tokenizer.mask_token_id
         self._pruned = _row_pruned_layers(lm.model) if prune_last_layer else None
+        if compile not in (False, True) and not isinstance(compile, str):
+            raise ValueError(f"compile must be False, True or a torch.compile mode name, got {compile!r}")
+        self._forward = self._masked_scores
+        if compile:
+            self._forward = torch.compile(self._masked_scores, mode=None if compile is True else compile)
 
     @property
     def max_length(self) -> int:
@@ -334,12 +346,19 @@ class MaskedLMScorer:
         parts = [self._prefix.expand(b, -1), states.to(self.lm.device), self._suffix.expand(b, -1)]
         return torch.cat(parts, dim=1)
 
-    def hidden(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
-        """Final hidden rows (B, H) at the masked sites: one encoder pass."""
+    def _masked(self, states: torch.Tensor, sites: torch.Tensor):
+        """Model input ids with each row's site masked, and the (row, position) of each mask."""
         ids = self.frame(states)
         rows = torch.arange(ids.shape[0], device=ids.device)
         pos = sites.to(ids.device) + len(self.lm.prefix_ids)
         ids[rows, pos] = self.mask_id
+        return ids, rows, pos
+
+    def hidden(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
+        """Final hidden rows (B, H) at the masked sites: one encoder pass."""
+        return self._hidden(*self._masked(states, sites))
+
+    def _hidden(self, ids: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         if self._pruned is not None:
             emb, layers = self._pruned
             h = emb(input_ids=ids)
@@ -353,9 +372,12 @@ class MaskedLMScorer:
         t = self.transform(rows).to(SCORE_DTYPE)
         return F.linear(t, self._weight, self._bias)
 
+    def _masked_scores(self, ids: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        return self.head(self._hidden(ids, rows, pos))
+
     @torch.no_grad()
     def scores(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
-        return self.head(self.hidden(states, sites))
+        return self._forward(*self._masked(states, sites))
 
 
 class CausalLMScorer:

@@ -54,3 +54,41 @@ def test_benchmark_refuses_bad_input_before_compute(tmp_path):
     with pytest.raises(ValueError, match="dtype"):
         bench.main(["--models", "tiny-mlm", "--dtype", "int3", "--out", str(tmp_path / "x.csv")])
     assert not (tmp_path / "x.csv").exists()
+
+
+def _cell(model, n, batch, variant, rate, fraction=0.5, device="cpu"):
+    return {"device": device, "model": model, "n": n, "batch": batch, "variant": variant, "chain_steps_per_s": rate,
+            "fraction_of_bound": fraction}
+
+
+def test_targets_and_newest_run_wins(tmp_path):
+    """Targets computed from a hand-made table: the loop ratio takes the best batch, the
+    shared-site ratio the worst, the bound the least cell at batch >= 64; a later file that
+    measured the same cell replaces the earlier one."""
+    import os
+
+    m = "bert-base shape (random weights)"
+    old = pd.DataFrame([_cell(m, 20, 16, "engine", 30.0, 0.9), _cell(m, 20, 64, "engine", 40.0, 0.95),
+                        _cell(m, 20, 256, "engine", 36.0, 0.85), _cell(m, 20, 16, "fill_mask_loop", 10.0),
+                        _cell(m, 20, 64, "fill_mask_loop", 8.0), _cell(m, 20, 16, "shared_site_full", 25.0),
+                        _cell(m, 20, 64, "shared_site_full", 50.0)])
+    old.to_csv(tmp_path / "bench-cpu.csv", index=False)
+    new = pd.DataFrame([_cell(m, 20, 64, "shared_site_full", 20.0)])
+    new.to_csv(tmp_path / "bench-cpu-rerun.csv", index=False)
+    os.utime(tmp_path / "bench-cpu-rerun.csv", (2e9, 2e9))
+    pd.DataFrame([_cell(m, 20, 64, "engine", 1.0)]).to_csv(tmp_path / "bench-cpu.partial.csv", index=False)
+    df = bench.read_tables(tmp_path)["cpu"]
+    assert len(df) == 7 and df[df.variant == "shared_site_full"].chain_steps_per_s.tolist() == [25.0, 20.0]
+    t = bench.targets(df).set_index("target")
+    assert t.loc["fraction of the bound, n = 20, batch >= 64 (least cell)", "measured"] == 0.85
+    assert t.loc["x the fill-mask loop, n = 20 (best batch)", "measured"] == 5.0       # 40 / 8
+    assert t.loc["x shared-site full logits, n = 20 (every batch)", "measured"] == 1.2  # min(30/25, 40/20)
+    assert t.met.tolist() == [True, True, True]
+
+
+def test_projection_divides_work_by_the_fastest_measured_rate():
+    m = "bert-base shape (random weights)"
+    df = pd.DataFrame([_cell(m, 20, 16, "engine", 30.0), _cell(m, 20, 64, "engine", 40.0),
+                       _cell(m, 64, 64, "engine", 10.0)])
+    work = pd.DataFrame({"masked rows": [40 * 3600, 10 * 3600 * 2], "typical n": [20, 64]})
+    assert bench.projected_hours(work, df).tolist() == [1.0, 2.0]

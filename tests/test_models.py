@@ -134,6 +134,21 @@ def test_compiled_engine_agrees_with_the_eager_one(tiny_mlm, full_scorer):
         models.MaskedLMScorer(tiny_mlm, full_scorer.vocab, compile=3)
 
 
+def test_bf16_weights_give_float32_scores_close_to_the_float32_model(full_scorer):
+    """The GPU path's dtype policy, checked on the CPU: bf16 weights, float32 scores, SDPA
+    attention, and scores within bf16 rounding of the float32 model's."""
+    lm16 = models.load("tiny-mlm", device="cpu", dtype="bfloat16")
+    assert lm16.model.dtype == torch.bfloat16 and lm16.model.config._attn_implementation == "sdpa"
+    sc16 = models.MaskedLMScorer(lm16, full_scorer.vocab)
+    g = torch.Generator().manual_seed(5)
+    x = full_scorer.vocab.ids[torch.randint(full_scorer.vocab.size, (4, 10), generator=g)]
+    sites = torch.randint(10, (4,), generator=g)
+    a, b = sc16.scores(x, sites), full_scorer.scores(x, sites)
+    assert a.dtype == torch.float32
+    assert (a - b).abs().max() < 0.05 * b.abs().max()
+    assert (a.argmax(-1) == b.argmax(-1)).float().mean() >= 0.75
+
+
 def test_causal_logprob_matches_token_by_token(tiny_causal):
     sc = models.CausalLMScorer(tiny_causal)
     x = torch.tensor([tiny_causal.tokenizer("the cat slept on the wall", add_special_tokens=False)["input_ids"]])

@@ -326,19 +326,21 @@ def main(argv=None) -> int:
                   dtype=a.dtype, compile=a.compile)
     df.to_csv(out, index=False)
     partial.unlink(missing_ok=True)
-    info = {**versions(), "machine": _machine(dev), "command": " ".join(["python -m textglauber.bench", *(argv or [])])
-            if argv is not None else " ".join(__import__("sys").argv)}
-    out.with_suffix(".json").write_text(pd.Series(info).to_json())
+    import json
+    import sys
+
+    from .results import git_commit
+
+    info = {"command": " ".join(["python -m textglauber.bench", *(sys.argv[1:] if argv is None else argv)]),
+            "parameters": {k: v for k, v in vars(a).items()}, "models": models_wanted, "machine": _machine(dev),
+            "git": git_commit(), "versions": versions(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    out.with_suffix(".json").write_text(json.dumps(info, indent=1, default=str))
     cols = ["model", "n", "batch", "variant", "chain_steps_per_s", "fraction_of_bound", "engine_speedup",
             "compiled_speedup", "logit_bytes", "peak_memory_bytes"]
     with pd.option_context("display.width", 220, "display.max_columns", 20):
         print(df[[c for c in cols if c in df]].round(3).to_string(index=False))
     print(f"\nwritten to {out}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 def workload(profile: str) -> pd.DataFrame:
@@ -372,3 +374,82 @@ def workload(profile: str) -> pd.DataFrame:
             continue
         rows.append({"profile": profile, "chapter": ch, "masked rows": int(work), "typical n": int(n)})
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- reading the tables back
+def read_tables(folder) -> dict[str, pd.DataFrame]:
+    """Every finished benchmark table under ``folder`` (partial files of stopped runs are left
+    out), combined per device; where two runs measured the same cell, the newer file wins. Each
+    row keeps the name of its file in ``run``."""
+    files = sorted((p for p in Path(folder).glob("bench-*.csv") if not p.name.endswith(".partial.csv")),
+                   key=lambda p: p.stat().st_mtime)
+    if not files:
+        return {}
+    df = pd.concat([pd.read_csv(p).assign(run=p.stem) for p in files], ignore_index=True)
+    df = df.drop_duplicates(["device", "model", "n", "batch", "variant"], keep="last")
+    return {dev: _with_speedups(g.drop(columns=[c for c in ("engine_speedup", "compiled_speedup") if c in g]))
+            .reset_index(drop=True) for dev, g in df.groupby("device")}
+
+
+def targets(df: pd.DataFrame) -> pd.DataFrame:
+    """The benchmark issue's targets beside what one device's table measured (NaN where the
+    cells were not measured). Speedups are the engine's rate over the other variant's in the
+    same cell; the compiled engine is reported next to the eager one where it was run."""
+    rows = []
+    gpu = str(df.device.iloc[0]).startswith("cuda")
+    engines = [e for e in ("engine", "engine_compiled") if e in set(df.variant)]
+    for model, m in df.groupby("model"):
+        for eng in engines:
+            e = m[m.variant == eng].set_index(["n", "batch"]).chain_steps_per_s
+            if gpu:
+                cells = m[(m.variant == eng) & (m.n == 128) & (m.batch >= 512)]
+                if model.startswith("bert-base") and len(cells):
+                    rows.append({"target": "fraction of the bf16 bound, n = 128, batch >= 512", "model": model,
+                                 "engine": eng, "measured": cells.fraction_of_bound.min(), "needed": 0.5,
+                                 "cells": len(cells)})
+                continue
+            cells = m[(m.variant == eng) & (m.n == 20) & (m.batch >= 64)]
+            if model.startswith("bert-base") and len(cells):
+                rows.append({"target": "fraction of the bound, n = 20, batch >= 64 (least cell)", "model": model,
+                             "engine": eng, "measured": cells.fraction_of_bound.min(), "needed": 0.8,
+                             "cells": len(cells)})
+            for n, g in m.groupby("n"):
+                for other, label, pick, needed in (("fill_mask_loop", f"x the fill-mask loop, n = {n} (best batch)", np.max, 4.0),
+                                                   ("shared_site_full", f"x shared-site full logits, n = {n} (every batch)",
+                                                    np.min, 1.0)):
+                    o = g[g.variant == other].set_index("batch").chain_steps_per_s
+                    ratios = [e[(n, b)] / o[b] for b in o.index if (n, b) in e.index]
+                    if ratios:
+                        rows.append({"target": label, "model": model, "engine": eng, "measured": float(pick(ratios)),
+                                     "needed": needed, "cells": len(ratios)})
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["met"] = out.measured >= out.needed
+    return out
+
+
+def projected_hours(work: pd.DataFrame, df: pd.DataFrame, variant: str = "engine") -> pd.Series:
+    """Hours each row of :func:`workload` would take on the BERT-base shape: the engine's
+    measured rate at the measured length nearest the chapter's typical n (at its fastest batch
+    size there), rescaled by the FLOPs ratio of the two lengths."""
+    from transformers import BertConfig
+
+    e = df[(df.variant == variant) & df.model.str.startswith("bert-base")]
+    if not len(e):
+        return pd.Series(np.nan, index=work.index)
+
+    class _Shape:                     # flops_per_step only reads the config
+        config = BertConfig()
+
+    hours = []
+    for rows_, n in zip(work["masked rows"], work["typical n"]):
+        n0 = min(e.n.unique(), key=lambda v: abs(v - n))
+        cell = e[e.n == n0].sort_values("chain_steps_per_s").iloc[-1]
+        V = _Shape.config.vocab_size
+        rate = cell.chain_steps_per_s * flops_per_step(_Shape, n0 + 2, V) / flops_per_step(_Shape, n + 2, V)
+        hours.append(rows_ / rate / 3600)
+    return pd.Series(hours, index=work.index)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -37,7 +37,8 @@ import pandas as pd
 import torch
 
 
-MATMUL_SIZE = 2048
+MATMUL_SIZE = 2048          # square fp32 multiply that reaches this CPU's rate
+GPU_MATMUL_SIZE = 8192      # a GPU needs a larger one to reach its bf16 rate
 
 
 def _sync(device):
@@ -119,20 +120,19 @@ class PeakMemory:
         return float(max(self._status("VmHWM") - base, 0))
 
 
-def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 15, target_s: float = 3.0,
+def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 15, target_s: float = 20.0,
                       memory: PeakMemory | None = None) -> tuple[dict, dict]:
     """Median seconds per call of each function, timed in interleaved rounds (every variant once
-    per round, after one warm-up call each), so that drifts of the machine's speed hit all
-    variants alike. Cheap variants get more rounds, up to ``max_rounds``. With ``memory``, each
-    function's peak memory is read during its first timed call (the reading is outside the timing)."""
-    first = {}
-    for k, fn in fns.items():
-        t = time.perf_counter()
+    per round, after one warm-up call each, which also absorbs any compilation), so that drifts
+    of the machine's speed hit all variants alike. The first timed round sets how many follow:
+    cheap cells get more rounds (up to ``max_rounds``, about ``target_s`` seconds in all), since
+    a burst of load on a shared host can swamp a short call. With ``memory``, each function's
+    peak memory is read during its first timed call (the reading is outside the timing)."""
+    for fn in fns.values():
         fn()
-        first[k] = time.perf_counter() - t
-    rounds = int(min(max_rounds, max(min_rounds, np.ceil(target_s / max(sum(first.values()), 1e-9)))))
     out, peaks = {k: [] for k in fns}, {}
-    for r in range(rounds):
+    rounds, r = min_rounds, 0
+    while r < rounds:
         for k, fn in fns.items():
             def timed(fn=fn, k=k):
                 t = time.perf_counter()
@@ -143,6 +143,10 @@ def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 15, targ
                 peaks[k] = memory.measure(timed)
             else:
                 timed()
+        if r == 0:
+            first = sum(v[0] for v in out.values())
+            rounds = int(min(max_rounds, max(min_rounds, np.ceil(target_s / max(first, 1e-9)))))
+        r += 1
     return {k: statistics.median(v) for k, v in out.items()}, peaks
 
 
@@ -226,7 +230,8 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                 R = max(1, B // 4)
                 rects = Rectangles(seq_id=np.zeros(R, int), base=x[:R], i=torch.zeros(R, dtype=torch.long),
                                    j=torch.ones(R, dtype=torch.long), a_prime=x[:R, 1].clone(), b_prime=x[:R, 0].clone())
-                mm_a = torch.randn(MATMUL_SIZE, MATMUL_SIZE, device=dev, dtype=dt)
+                size = GPU_MATMUL_SIZE if dev.type == "cuda" else MATMUL_SIZE
+                mm_a = torch.randn(size, size, device=dev, dtype=dt)
 
                 def matmul():
                     mm_a @ mm_a
@@ -237,7 +242,7 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                 timed, peaks = _time_interleaved({**{v: f for v, (f, _, _) in variants.items()},
                                                   "rectangles": lambda: score_mlm(scorer, rects), "matmul": matmul},
                                                  min_rounds=min_rounds, memory=memory)
-                rate = 2 * MATMUL_SIZE**3 / timed["matmul"]
+                rate = 2 * size**3 / timed["matmul"]
                 bound = rate / fl
                 meta = {"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
                         "attention": attn, "threads": torch.get_num_threads(), "matmul_gflops": rate / 1e9}

@@ -391,7 +391,8 @@ def read_tables(folder) -> dict[str, pd.DataFrame]:
     if not files:
         return {}
     df = pd.concat([pd.read_csv(p).assign(run=p.stem) for p in files], ignore_index=True)
-    df = df.drop_duplicates(["device", "model", "n", "batch", "variant"], keep="last")
+    df = df.drop_duplicates(["device", "model", "n", "batch", "variant"], keep="last").sort_values(
+        ["device", "model", "n", "batch", "variant"], kind="stable")
     return {dev: _with_speedups(g.drop(columns=[c for c in ("engine_speedup", "compiled_speedup") if c in g]))
             .reset_index(drop=True) for dev, g in df.groupby("device")}
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -39,6 +40,7 @@ import torch
 
 MATMUL_SIZE = 2048          # square fp32 multiply that reaches this CPU's rate
 GPU_MATMUL_SIZE = 8192      # a GPU needs a larger one to reach its bf16 rate
+SEED = 0                    # the generator that draws every cell's states and sites
 
 
 def _sync(device):
@@ -46,9 +48,9 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def flops_per_step(model, n_tokens: int, head_cols: int) -> float:
-    """Forward FLOPs of one chain-step: encoder over all tokens plus the head on one row."""
-    cfg = model.config
+def flops_per_step(cfg, n_tokens: int, head_cols: int) -> float:
+    """Forward FLOPs of one chain-step of a model with config ``cfg``: encoder over all tokens
+    plus the head on one row."""
     h, layers = cfg.hidden_size, cfg.num_hidden_layers
     inter = getattr(cfg, "intermediate_size", 4 * h)
     per_token = layers * (2 * 4 * h * h + 2 * 2 * h * inter + 2 * 2 * n_tokens * h)
@@ -165,6 +167,13 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
     memory = PeakMemory(dev)
+    size = GPU_MATMUL_SIZE if dev.type == "cuda" else MATMUL_SIZE
+    mm_a = torch.randn(size, size, device=dev, dtype=dt)
+
+    def matmul():
+        mm_a @ mm_a
+        _sync(dev)
+
     rows = []
     for name in models_wanted:
         lm = bert_base_random(dev, dt) if name == "bert-base" else M.load(name, device=str(dev), dtype=str(dt).split(".")[-1])
@@ -175,9 +184,9 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
         scorer = M.MaskedLMScorer(lm, vocab)
         compiled = M.MaskedLMScorer(lm, vocab, compile=compile) if compile else None
         attn = getattr(lm.model.config, "_attn_implementation", None)
-        gen = torch.Generator().manual_seed(0)
+        gen = torch.Generator().manual_seed(SEED)
         for n in lengths:
-            fl = flops_per_step(lm.model, n + 2, vocab.size)
+            fl = flops_per_step(lm.model.config, n + 2, vocab.size)
             for B in batches:
                 x = ids[torch.randint(len(ids), (B, n), generator=gen)]
                 spec = ChainSpec(temperature=1.0, steps=steps)
@@ -230,13 +239,6 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                 R = max(1, B // 4)
                 rects = Rectangles(seq_id=np.zeros(R, int), base=x[:R], i=torch.zeros(R, dtype=torch.long),
                                    j=torch.ones(R, dtype=torch.long), a_prime=x[:R, 1].clone(), b_prime=x[:R, 0].clone())
-                size = GPU_MATMUL_SIZE if dev.type == "cuda" else MATMUL_SIZE
-                mm_a = torch.randn(size, size, device=dev, dtype=dt)
-
-                def matmul():
-                    mm_a @ mm_a
-                    _sync(dev)
-
                 # the matrix-multiply rate is timed in the same rounds, so the bound follows the
                 # machine's speed at the moment the variants ran (a shared host drifts)
                 timed, peaks = _time_interleaved({**{v: f for v, (f, _, _) in variants.items()},
@@ -303,7 +305,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     from .device import pick_device, pick_dtype
     from .models import check_available
-    from .results import repo_root, versions
+    from .results import repo_root, write_manifest
 
     dev = pick_device(a.device)                      # bad device or dtype: one error before any compute
     pick_dtype(a.dtype, dev)
@@ -331,15 +333,10 @@ def main(argv=None) -> int:
                   dtype=a.dtype, compile=a.compile)
     df.to_csv(out, index=False)
     partial.unlink(missing_ok=True)
-    import json
-    import sys
-
-    from .results import git_commit
-
-    info = {"command": " ".join(["python -m textglauber.bench", *(sys.argv[1:] if argv is None else argv)]),
-            "parameters": {k: v for k, v in vars(a).items()}, "models": models_wanted, "machine": _machine(dev),
-            "git": git_commit(), "versions": versions(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    out.with_suffix(".json").write_text(json.dumps(info, indent=1, default=str))
+    write_manifest(out.parent, name=out.with_suffix(".json").name, parameters=vars(a),
+                   models=[{"name": m} for m in models_wanted], seed=SEED, tables=[out.name],
+                   extra={"command": " ".join(["python -m textglauber.bench", *(sys.argv[1:] if argv is None else argv)]),
+                          "machine": _machine(dev)})
     cols = ["model", "n", "batch", "variant", "chain_steps_per_s", "fraction_of_bound", "engine_speedup",
             "compiled_speedup", "logit_bytes", "peak_memory_bytes"]
     with pd.option_context("display.width", 220, "display.max_columns", 20):
@@ -398,27 +395,24 @@ def read_tables(folder) -> dict[str, pd.DataFrame]:
 
 
 def targets(df: pd.DataFrame) -> pd.DataFrame:
-    """The benchmark issue's targets beside what one device's table measured (NaN where the
-    cells were not measured). Speedups are the engine's rate over the other variant's in the
-    same cell; the compiled engine is reported next to the eager one where it was run."""
+    """The benchmark issue's targets beside what one device's table measured (a target whose
+    cells were not measured has no row). Speedups are the engine's rate over the other variant's
+    in the same cell; the compiled engine is reported next to the eager one where it was run."""
     rows = []
     gpu = str(df.device.iloc[0]).startswith("cuda")
+    # the bound target: (n, least batch, fraction needed, label) on this kind of device
+    bn, bb, needed_bound, label = ((128, 512, 0.5, "fraction of the bf16 bound, n = 128, batch >= 512 (least cell)")
+                                   if gpu else (20, 64, 0.8, "fraction of the bound, n = 20, batch >= 64 (least cell)"))
     engines = [e for e in ("engine", "engine_compiled") if e in set(df.variant)]
     for model, m in df.groupby("model"):
         for eng in engines:
             e = m[m.variant == eng].set_index(["n", "batch"]).chain_steps_per_s
-            if gpu:
-                cells = m[(m.variant == eng) & (m.n == 128) & (m.batch >= 512)]
-                if model.startswith("bert-base") and len(cells):
-                    rows.append({"target": "fraction of the bf16 bound, n = 128, batch >= 512", "model": model,
-                                 "engine": eng, "measured": cells.fraction_of_bound.min(), "needed": 0.5,
-                                 "cells": len(cells)})
-                continue
-            cells = m[(m.variant == eng) & (m.n == 20) & (m.batch >= 64)]
+            cells = m[(m.variant == eng) & (m.n == bn) & (m.batch >= bb)]
             if model.startswith("bert-base") and len(cells):
-                rows.append({"target": "fraction of the bound, n = 20, batch >= 64 (least cell)", "model": model,
-                             "engine": eng, "measured": cells.fraction_of_bound.min(), "needed": 0.8,
-                             "cells": len(cells)})
+                rows.append({"target": label, "model": model, "engine": eng, "measured": cells.fraction_of_bound.min(),
+                             "needed": needed_bound, "cells": len(cells)})
+            if gpu:
+                continue
             for n, g in m.groupby("n"):
                 for other, label, pick, needed in (("fill_mask_loop", f"x the fill-mask loop, n = {n} (best batch)", np.max, 4.0),
                                                    ("shared_site_full", f"x shared-site full logits, n = {n} (every batch)",
@@ -443,16 +437,12 @@ def projected_hours(work: pd.DataFrame, df: pd.DataFrame, variant: str = "engine
     e = df[(df.variant == variant) & df.model.str.startswith("bert-base")]
     if not len(e):
         return pd.Series(np.nan, index=work.index)
-
-    class _Shape:                     # flops_per_step only reads the config
-        config = BertConfig()
-
+    cfg = BertConfig()
+    best = e.groupby("n").chain_steps_per_s.max()          # the fastest batch at each measured n
     hours = []
     for rows_, n in zip(work["masked rows"], work["typical n"]):
-        n0 = min(e.n.unique(), key=lambda v: abs(v - n))
-        cell = e[e.n == n0].sort_values("chain_steps_per_s").iloc[-1]
-        V = _Shape.config.vocab_size
-        rate = cell.chain_steps_per_s * flops_per_step(_Shape, n0 + 2, V) / flops_per_step(_Shape, n + 2, V)
+        n0 = min(best.index, key=lambda v: abs(v - n))
+        rate = best[n0] * flops_per_step(cfg, n0 + 2, cfg.vocab_size) / flops_per_step(cfg, n + 2, cfg.vocab_size)
         hours.append(rows_ / rate / 3600)
     return pd.Series(hours, index=work.index)
 

@@ -354,11 +354,8 @@ class MaskedLMScorer:
         ids[rows, pos] = self.mask_id
         return ids, rows, pos
 
-    def hidden(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
-        """Final hidden rows (B, H) at the masked sites: one encoder pass."""
-        return self._hidden(*self._masked(states, sites))
-
     def _hidden(self, ids: torch.Tensor, rows: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """Final hidden rows (B, H) at the masked positions: one encoder pass."""
         if self._pruned is not None:
             emb, layers = self._pruned
             h = emb(input_ids=ids)

@@ -53,12 +53,15 @@ def versions() -> dict:
 
 
 def write_manifest(folder: str | Path, *, parameters: dict, models: list[dict], seed: int,
-                   tables: list[str], notes: list[str] | None = None) -> Path:
+                   tables: list[str], notes: list[str] | None = None, name: str = "manifest.json",
+                   extra: dict | None = None) -> Path:
+    """The JSON record beside a run's tables: time, commit, parameters, models, seed, tables,
+    versions, notes, and any ``extra`` fields (the benchmark adds its command and machine)."""
     folder = Path(folder)
     manifest = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "git": git_commit(), "parameters": parameters, "models": models, "seed": seed,
-                "tables": tables, "versions": versions(), "notes": notes or []}
-    path = folder / "manifest.json"
+                "tables": tables, "versions": versions(), "notes": notes or [], **(extra or {})}
+    path = folder / name
     path.write_text(json.dumps(manifest, indent=2, default=str))
     return path
 

@@ -19,6 +19,9 @@ def test_benchmark_writes_every_variant_and_logit_memory_scales_with_the_allowed
     assert four.loc["shared_site_full", "logit_bytes"] == 4 * L * V * 4  # B x n x V float32
     speed = four.loc["engine", "chain_steps_per_s"] / four.loc["shared_site_full", "chain_steps_per_s"]
     assert four.loc["shared_site_full", "engine_speedup"] == speed
+    for lo, hi in (("engine_speedup_q25", "engine_speedup_q75"), ("fraction_q25", "fraction_q75")):
+        assert 0 < four.loc["shared_site_full", lo] <= four.loc["shared_site_full", hi]
+    assert four.loc["engine", ["engine_speedup_q25", "fraction_q25"]].isna().tolist() == [True, False]
     assert (df.chain_steps_per_s > 0).all() and (df.compute_bound_steps_per_s > 0).all()
 
 
@@ -56,15 +59,22 @@ def test_benchmark_refuses_bad_input_before_compute(tmp_path):
     assert not (tmp_path / "x.csv").exists()
 
 
-def _cell(model, n, batch, variant, rate, fraction=0.5, device="cpu"):
+def test_paired_quartiles_closed_form():
+    """Ratios taken round by round: a drift that slows both variants alike leaves the ratio exact."""
+    assert bench.paired_quartiles([2, 4, 8, 16], [1, 2, 4, 8]) == (2.0, 2.0)
+    assert bench.paired_quartiles([1, 2, 3, 4, 5], [1, 1, 1, 1, 1]) == (2.0, 4.0)
+
+
+def _cell(model, n, batch, variant, rate, fraction=0.5, device="cpu", **extra):
     return {"device": device, "model": model, "n": n, "batch": batch, "variant": variant, "chain_steps_per_s": rate,
-            "fraction_of_bound": fraction}
+            "fraction_of_bound": fraction, **extra}
 
 
 def test_targets_and_newest_run_wins(tmp_path):
     """Targets computed from a hand-made table: the loop ratio takes the best batch, the
     shared-site ratio the worst, the bound the least cell at batch >= 64; a later file that
-    measured the same cell replaces the earlier one."""
+    measured the same cell replaces the earlier one's whole cell, variants it did not time
+    included (no ratio mixes two runs)."""
     import os
 
     m = "bert-base shape (random weights)"
@@ -73,17 +83,42 @@ def test_targets_and_newest_run_wins(tmp_path):
                         _cell(m, 20, 64, "fill_mask_loop", 8.0), _cell(m, 20, 16, "shared_site_full", 25.0),
                         _cell(m, 20, 64, "shared_site_full", 50.0)])
     old.to_csv(tmp_path / "bench-cpu.csv", index=False)
-    new = pd.DataFrame([_cell(m, 20, 64, "shared_site_full", 20.0)])
+    new = pd.DataFrame([_cell(m, 20, 64, "engine", 40.0, 0.95), _cell(m, 20, 64, "shared_site_full", 20.0)])
     new.to_csv(tmp_path / "bench-cpu-rerun.csv", index=False)
     os.utime(tmp_path / "bench-cpu-rerun.csv", (2e9, 2e9))
     pd.DataFrame([_cell(m, 20, 64, "engine", 1.0)]).to_csv(tmp_path / "bench-cpu.partial.csv", index=False)
     df = bench.read_tables(tmp_path)["cpu"]
-    assert len(df) == 7 and df[df.variant == "shared_site_full"].chain_steps_per_s.tolist() == [25.0, 20.0]
+    assert len(df) == 6 and df[df.variant == "shared_site_full"].chain_steps_per_s.tolist() == [25.0, 20.0]
+    assert (df.run == "bench-cpu-rerun").sum() == 2 and "fill_mask_loop" not in set(df[df.batch == 64].variant)
     t = bench.targets(df).set_index("target")
     assert t.loc["fraction of the bound, n = 20, batch >= 64 (least cell)", "measured"] == 0.85
-    assert t.loc["x the fill-mask loop, n = 20 (best batch)", "measured"] == 5.0       # 40 / 8
+    assert t.loc["x the fill-mask loop, n = 20 (best batch)", "measured"] == 3.0       # 30 / 10: batch 64 has no loop now
     assert t.loc["x shared-site full logits, n = 20 (every batch)", "measured"] == 1.2  # min(30/25, 40/20)
-    assert t.met.tolist() == [True, True, True]
+    assert t.met.tolist() == [True, False, True]
+    assert t[["q25", "q75"]].isna().all().all()                    # tables without per-round spread
+
+
+def test_targets_label_each_engine_and_carry_the_deciding_cells_spread(tmp_path):
+    """With the compiled engine beside the eager one, each engine gets the same three targets,
+    and each target carries the per-round quartiles of the cell that decided it."""
+    m = "bert-base shape (random weights)"
+    sp = lambda lo, hi: {"engine_speedup_q25": lo, "engine_speedup_q75": hi,
+                         "compiled_speedup_q25": lo + 1, "compiled_speedup_q75": hi + 1}
+    pd.DataFrame([_cell(m, 20, 64, "engine", 40.0, 0.9, fraction_q25=0.8, fraction_q75=0.95),
+                  _cell(m, 20, 256, "engine", 36.0, 0.85, fraction_q25=0.7, fraction_q75=0.9),
+                  _cell(m, 20, 64, "engine_compiled", 44.0, 1.0, fraction_q25=0.9, fraction_q75=1.1),
+                  _cell(m, 20, 256, "engine_compiled", 44.0, 1.05),
+                  _cell(m, 20, 64, "fill_mask_loop", 10.0, **sp(3.0, 5.0)),
+                  _cell(m, 20, 64, "shared_site_full", 20.0, **sp(1.5, 2.5)),
+                  _cell(m, 20, 256, "shared_site_full", 30.0, **sp(1.1, 1.3))]).to_csv(tmp_path / "bench-cpu.csv", index=False)
+    t = bench.targets(bench.read_tables(tmp_path)["cpu"]).set_index(["engine", "target"])
+    bound = "fraction of the bound, n = 20, batch >= 64 (least cell)"
+    loop, shared = "x the fill-mask loop, n = 20 (best batch)", "x shared-site full logits, n = 20 (every batch)"
+    assert sorted(t.index) == sorted((e, x) for e in ("engine", "engine_compiled") for x in (bound, loop, shared))
+    assert t.loc[("engine", bound), ["measured", "q25", "q75"]].tolist() == [0.85, 0.7, 0.9]
+    assert t.loc[("engine_compiled", bound), ["measured", "q25", "q75"]].tolist() == [1.0, 0.9, 1.1]
+    assert t.loc[("engine", shared), ["measured", "q25", "q75"]].tolist() == [36 / 30, 1.1, 1.3]   # batch 256 decides
+    assert t.loc[("engine_compiled", loop), ["measured", "q25", "q75"]].tolist() == [4.4, 4.0, 6.0]
 
 
 def test_projection_divides_work_by_the_fastest_measured_rate():

@@ -41,6 +41,8 @@ import torch
 MATMUL_SIZE = 2048          # square fp32 multiply that reaches this CPU's rate
 GPU_MATMUL_SIZE = 8192      # a GPU needs a larger one to reach its bf16 rate
 SEED = 0                    # the generator that draws every cell's states and sites
+OLDER = ("fill_mask_loop", "shared_site_full")          # the older ways the engine is compared with
+SPEEDUP_COLUMNS = (("engine", "engine_speedup"), ("engine_compiled", "compiled_speedup"))
 
 
 def _sync(device):
@@ -122,9 +124,17 @@ class PeakMemory:
         return float(max(self._status("VmHWM") - base, 0))
 
 
+def paired_quartiles(num, den) -> tuple[float, float]:
+    """25th and 75th percentiles of the per-round ratios ``num[r] / den[r]``. Two variants timed in
+    the same round saw the same machine, so the spread of their ratio across rounds says how far
+    the ratio of medians can be trusted on a host whose speed drifts."""
+    r = np.asarray(num, dtype=float) / np.asarray(den, dtype=float)
+    return float(np.percentile(r, 25)), float(np.percentile(r, 75))
+
+
 def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 15, target_s: float = 20.0,
                       memory: PeakMemory | None = None) -> tuple[dict, dict]:
-    """Median seconds per call of each function, timed in interleaved rounds (every variant once
+    """Seconds per call of each function in every round, timed in interleaved rounds (every variant once
     per round, after one warm-up call each, which also absorbs any compilation), so that drifts
     of the machine's speed hit all variants alike. The first timed round sets how many follow:
     cheap cells get more rounds (up to ``max_rounds``, about ``target_s`` seconds in all), since
@@ -149,7 +159,7 @@ def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 15, targ
             first = sum(v[0] for v in out.values())
             rounds = int(min(max_rounds, max(min_rounds, np.ceil(target_s / max(first, 1e-9)))))
         r += 1
-    return {k: statistics.median(v) for k, v in out.items()}, peaks
+    return out, peaks
 
 
 def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 3, min_rounds: int = 3,
@@ -241,36 +251,49 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                                    j=torch.ones(R, dtype=torch.long), a_prime=x[:R, 1].clone(), b_prime=x[:R, 0].clone())
                 # the matrix-multiply rate is timed in the same rounds, so the bound follows the
                 # machine's speed at the moment the variants ran (a shared host drifts)
-                timed, peaks = _time_interleaved({**{v: f for v, (f, _, _) in variants.items()},
+                rounds, peaks = _time_interleaved({**{v: f for v, (f, _, _) in variants.items()},
                                                   "rectangles": lambda: score_mlm(scorer, rects), "matmul": matmul},
                                                  min_rounds=min_rounds, memory=memory)
+                timed = {k: statistics.median(v) for k, v in rounds.items()}
                 rate = 2 * size**3 / timed["matmul"]
                 bound = rate / fl
+                # per round: a variant's fraction of that round's bound, and each engine's speed-up
+                # over each older way (their time over the engine's), as quartiles across rounds
+                mm_work = np.asarray(rounds["matmul"]) * fl / (2 * size**3)      # seconds per chain-step at the bound
+                spread = {v: dict(zip(("fraction_q25", "fraction_q75"), paired_quartiles(mm_work * work, rounds[v])))
+                          for v, (_, work, _) in variants.items()}
+                for eng, col in SPEEDUP_COLUMNS:
+                    if eng in variants:
+                        for v in OLDER:
+                            if v in variants:
+                                spread[v].update(zip((col + "_q25", col + "_q75"), paired_quartiles(rounds[v], rounds[eng])))
                 meta = {"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
                         "attention": attn, "threads": torch.get_num_threads(), "matmul_gflops": rate / 1e9}
                 for v, (fn, work, logit_bytes) in variants.items():
                     sec = timed[v]
                     rows.append({**meta, "batch": B, "variant": v, "chain_steps_per_s": work / sec,
                                  "compute_bound_steps_per_s": bound, "fraction_of_bound": work / sec / bound,
-                                 "logit_bytes": logit_bytes, "peak_memory_bytes": peaks.get(v, np.nan)})
+                                 "logit_bytes": logit_bytes, "peak_memory_bytes": peaks.get(v, np.nan), **spread[v]})
                 sec = timed["rectangles"]
                 rows.append({**meta, "batch": 4 * R, "variant": "rectangles", "chain_steps_per_s": R / sec,
                              "compute_bound_steps_per_s": bound / 4, "fraction_of_bound": R / sec / (bound / 4),
-                             "logit_bytes": 4 * R * vocab.size * 4, "peak_memory_bytes": peaks.get("rectangles", np.nan)})
+                             "logit_bytes": 4 * R * vocab.size * 4, "peak_memory_bytes": peaks.get("rectangles", np.nan),
+                             **dict(zip(("fraction_q25", "fraction_q75"),
+                                        paired_quartiles(mm_work * 4 * R, rounds["rectangles"])))})
                 if on_cell is not None:
                     on_cell(_with_speedups(rows))
     return _with_speedups(rows)
 
 
 def _with_speedups(rows) -> pd.DataFrame:
-    """The engine's rate over each older way's at the same model, n and batch."""
+    """The engine's rate over each older way's at the same model, n and batch (a ratio of the
+    median rates; the ``*_q25``/``*_q75`` columns hold the spread of the per-round ratios)."""
     df = pd.DataFrame(rows)
-    older = ("fill_mask_loop", "shared_site_full")
-    for engine, col in (("engine", "engine_speedup"), ("engine_compiled", "compiled_speedup")):
+    for engine, col in SPEEDUP_COLUMNS:
         if engine not in set(df.variant):
             continue
         eng = df[df.variant == engine].set_index(["model", "n", "batch"]).chain_steps_per_s
-        df[col] = [eng.get((m, n, b), np.nan) / s if v in older else np.nan
+        df[col] = [eng.get((m, n, b), np.nan) / s if v in OLDER else np.nan
                    for m, n, b, v, s in zip(df.model, df.n, df.batch, df.variant, df.chain_steps_per_s)]
     return df
 
@@ -381,47 +404,59 @@ def workload(profile: str) -> pd.DataFrame:
 # --------------------------------------------------------------------------- reading the tables back
 def read_tables(folder) -> dict[str, pd.DataFrame]:
     """Every finished benchmark table under ``folder`` (partial files of stopped runs are left
-    out), combined per device; where two runs measured the same cell, the newer file wins. Each
-    row keeps the name of its file in ``run``."""
+    out), combined per device. A cell (device, model, n, batch) is taken whole from the newest
+    file that measured it, so that no ratio compares variants timed in different runs. Each row
+    keeps the name of its file in ``run``."""
     files = sorted((p for p in Path(folder).glob("bench-*.csv") if not p.name.endswith(".partial.csv")),
                    key=lambda p: p.stat().st_mtime)
     if not files:
         return {}
-    df = pd.concat([pd.read_csv(p).assign(run=p.stem) for p in files], ignore_index=True)
-    df = df.drop_duplicates(["device", "model", "n", "batch", "variant"], keep="last").sort_values(
-        ["device", "model", "n", "batch", "variant"], kind="stable")
-    return {dev: _with_speedups(g.drop(columns=[c for c in ("engine_speedup", "compiled_speedup") if c in g]))
-            .reset_index(drop=True) for dev, g in df.groupby("device")}
+    df = pd.concat([pd.read_csv(p).assign(run=p.stem, _order=k) for k, p in enumerate(files)], ignore_index=True)
+    cell = ["device", "model", "n", "batch"]
+    df = df[df._order == df.groupby(cell)._order.transform("max")].drop(columns="_order")
+    df = df.sort_values(cell + ["variant"], kind="stable")
+    return {dev: _with_speedups(g.drop(columns=[c for _, c in SPEEDUP_COLUMNS if c in g])).reset_index(drop=True)
+            for dev, g in df.groupby("device")}
 
 
 def targets(df: pd.DataFrame) -> pd.DataFrame:
     """The benchmark issue's targets beside what one device's table measured (a target whose
     cells were not measured has no row). Speedups are the engine's rate over the other variant's
-    in the same cell; the compiled engine is reported next to the eager one where it was run."""
+    in the same cell; the compiled engine is reported next to the eager one where it was run.
+    ``q25``/``q75`` are the quartiles of the per-round ratios in the cell that decided the target
+    (NaN for tables written before they were recorded); ``met`` reads the median."""
     rows = []
     gpu = str(df.device.iloc[0]).startswith("cuda")
     # the bound target: (n, least batch, fraction needed, label) on this kind of device
-    bn, bb, needed_bound, label = ((128, 512, 0.5, "fraction of the bf16 bound, n = 128, batch >= 512 (least cell)")
-                                   if gpu else (20, 64, 0.8, "fraction of the bound, n = 20, batch >= 64 (least cell)"))
-    engines = [e for e in ("engine", "engine_compiled") if e in set(df.variant)]
+    bn, bb, needed_bound, bound_label = ((128, 512, 0.5, "fraction of the bf16 bound, n = 128, batch >= 512 (least cell)")
+                                         if gpu else (20, 64, 0.8, "fraction of the bound, n = 20, batch >= 64 (least cell)"))
+
+    def spread(row, col):                   # the picked cell's per-round quartiles (NaN for older tables)
+        return {"q25": row.get(col + "_q25", np.nan), "q75": row.get(col + "_q75", np.nan)}
+
     for model, m in df.groupby("model"):
-        for eng in engines:
+        for eng, col in SPEEDUP_COLUMNS:
+            if eng not in set(m.variant):
+                continue
             e = m[m.variant == eng].set_index(["n", "batch"]).chain_steps_per_s
             cells = m[(m.variant == eng) & (m.n == bn) & (m.batch >= bb)]
             if model.startswith("bert-base") and len(cells):
-                rows.append({"target": label, "model": model, "engine": eng, "measured": cells.fraction_of_bound.min(),
-                             "needed": needed_bound, "cells": len(cells)})
+                least = cells.loc[cells.fraction_of_bound.idxmin()]
+                rows.append({"target": bound_label, "model": model, "engine": eng, "measured": least.fraction_of_bound,
+                             **spread(least, "fraction"), "needed": needed_bound, "cells": len(cells)})
             if gpu:
                 continue
             for n, g in m.groupby("n"):
-                for other, label, pick, needed in (("fill_mask_loop", f"x the fill-mask loop, n = {n} (best batch)", np.max, 4.0),
+                for other, label, pick, needed in (("fill_mask_loop", f"x the fill-mask loop, n = {n} (best batch)", np.argmax, 4.0),
                                                    ("shared_site_full", f"x shared-site full logits, n = {n} (every batch)",
-                                                    np.min, 1.0)):
-                    o = g[g.variant == other].set_index("batch").chain_steps_per_s
-                    ratios = [e[(n, b)] / o[b] for b in o.index if (n, b) in e.index]
-                    if ratios:
-                        rows.append({"target": label, "model": model, "engine": eng, "measured": float(pick(ratios)),
-                                     "needed": needed, "cells": len(ratios)})
+                                                    np.argmin, 1.0)):
+                    o = g[g.variant == other].set_index("batch")
+                    both = [b for b in o.index if (n, b) in e.index]
+                    if both:
+                        ratios = [e[(n, b)] / o.chain_steps_per_s[b] for b in both]
+                        k = int(pick(ratios))
+                        rows.append({"target": label, "model": model, "engine": eng, "measured": float(ratios[k]),
+                                     **spread(o.loc[both[k]], col), "needed": needed, "cells": len(ratios)})
     out = pd.DataFrame(rows)
     if len(out):
         out["met"] = out.measured >= out.needed

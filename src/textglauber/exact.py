@@ -320,16 +320,18 @@ def tabulated_chains(table: "TabulatedScorer", temperature: float, chains: int, 
                                        checkpoint_every=max(steps, 1)), seed=seed)
 
 
-def hitting_check(table: "TabulatedScorer", chain_run, emb: np.ndarray, pi: np.ndarray, rel_delta: float) -> dict:
+def hitting_check(table: "TabulatedScorer", chain_run, emb: np.ndarray, pi: np.ndarray, rel_delta: float,
+                  idx: np.ndarray | None = None) -> dict:
     """Embedding hitting times of the recorded chains against the exact stationary law.
 
     ``emb`` holds a unit embedding of every enumerated state. Chain b starting at x_0 hits when
     1 - cos(E(x_0), E(x_t)) first reaches rel_delta times its exact stationary value
     E_{y ~ pi}[1 - cos(E(x_0), E(y))]: a fixed fraction of the distance a mixed chain would show.
-    Returns the censored median and the share censored."""
+    Returns the censored median and the share censored. ``idx`` is the recorded states' index in
+    the enumeration (R, B), when the caller has it already."""
     from . import semantics
 
-    idx = table.chain.index(chain_run.states)                         # (R, B)
+    idx = table.chain.index(chain_run.states) if idx is None else idx      # (R, B)
     e = emb[idx]
     d = 1.0 - np.einsum("rbd,bd->rb", e, e[0])
     target = rel_delta * (1.0 - emb[idx[0]] @ (emb.T @ pi))          # (B,)
@@ -341,16 +343,17 @@ def hitting_check(table: "TabulatedScorer", chain_run, emb: np.ndarray, pi: np.n
 
 
 def trap_basins(table: "TabulatedScorer", chain_run, emb: np.ndarray, P, pi: np.ndarray, *, window: int,
-                rel_threshold: float) -> "pd.DataFrame":
+                rel_threshold: float, idx: np.ndarray | None = None) -> "pd.DataFrame":
     """The traps chapter's detector on chains over an enumerable space, each trap's basin (the
     states it visited) with its exact conductance and exact mean exit time.
 
-    The detector's threshold is ``rel_threshold`` times the mean drift of one move of these chains."""
+    The detector's threshold is ``rel_threshold`` times the mean drift of one move of these chains;
+    ``idx`` as in :func:`hitting_check`."""
     import pandas as pd
 
     from . import traps
 
-    idx = table.chain.index(chain_run.states)
+    idx = table.chain.index(chain_run.states) if idx is None else idx
     c = traps.consecutive_drift(emb[idx])
     moves = c[1:][c[1:] > 0]
     if len(moves) == 0:
@@ -424,8 +427,10 @@ def ground_truth(table: "TabulatedScorer", temperatures, *, pairs: int, budget: 
         extra = margin_check(table, P, float(T), pi)
         if embedding is not None:
             runs = tabulated_chains(table, T, chains, budget, gen)
-            extra |= hitting_check(table, runs, embedding, pi, rel_delta)
-            found = trap_basins(table, runs, embedding, P, pi, window=trap_window, rel_threshold=trap_threshold)
+            idx = table.chain.index(runs.states)                      # the chains mapped once, for both checks
+            extra |= hitting_check(table, runs, embedding, pi, rel_delta, idx=idx)
+            found = trap_basins(table, runs, embedding, P, pi, window=trap_window, rel_threshold=trap_threshold,
+                                idx=idx)
             if len(found):
                 trap_rows.append(found.assign(temperature=float(T)))
         rows.append({"temperature": float(T), "states": len(states), "exact t_mix": tmix,

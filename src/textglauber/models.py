@@ -309,9 +309,10 @@ class MaskedLMScorer:
 
     ``compile`` (False, True or a ``torch.compile`` mode such as ``"max-autotune"``) compiles the
     pass from masked ids to scores. It fuses the small operations between the matrix multiplies
-    (-2% to +36% in the CPU benchmark, +11% to +23% for BERT-base) but costs tens of seconds per
-    new input shape, so it pays for long runs at one (batch, n) and is off by default; scores agree
-    with the eager pass to float32 rounding, not bit for bit.
+    and removes per-operation overhead (at n = 20 in the CPU benchmark: -8% to +50%, most at
+    batch 1 of the small models; -5% to +16% for BERT-base) but costs tens of seconds per new
+    input shape, so it pays only for long runs at one (batch, n) and is off by default; scores
+    agree with the eager pass to float32 rounding, not bit for bit.
     """
 
     def __init__(self, lm: LoadedModel, vocab: AllowedVocab, prune_last_layer: bool = True,

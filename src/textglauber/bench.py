@@ -28,6 +28,7 @@ models. Writes a CSV and prints the table with ratios.
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import time
@@ -269,13 +270,12 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                 # per round: a variant's fraction of that round's bound, and each engine's speed-up
                 # over each older way (their time over the engine's), as quartiles across rounds
                 mm_work = np.asarray(rounds["matmul"]) * fl / (2 * size**3)      # seconds per chain-step at the bound
+                works = {v: work for v, (_, work, _) in variants.items()} | {"rectangles": 4 * R}  # in chain-steps
                 spread = {v: dict(zip(("fraction_q25", "fraction_q75"), paired_quartiles(mm_work * work, rounds[v])))
-                          for v, (_, work, _) in variants.items()}
-                for eng, col in SPEEDUP_COLUMNS:
-                    if eng in variants:
-                        for v in OLDER:
-                            if v in variants:
-                                spread[v].update(zip((col + "_q25", col + "_q75"), paired_quartiles(rounds[v], rounds[eng])))
+                          for v, work in works.items()}
+                for (eng, col), v in itertools.product(SPEEDUP_COLUMNS, OLDER):
+                    if eng in variants and v in variants:
+                        spread[v].update(zip((col + "_q25", col + "_q75"), paired_quartiles(rounds[v], rounds[eng])))
                 meta = {"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
                         "attention": attn, "threads": torch.get_num_threads(), "matmul_gflops": rate / 1e9}
                 for v, (fn, work, logit_bytes) in variants.items():
@@ -287,8 +287,7 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                 rows.append({**meta, "batch": 4 * R, "variant": "rectangles", "chain_steps_per_s": R / sec,
                              "compute_bound_steps_per_s": bound / 4, "fraction_of_bound": R / sec / (bound / 4),
                              "logit_bytes": 4 * R * vocab.size * 4, "peak_memory_bytes": peaks.get("rectangles", np.nan),
-                             **dict(zip(("fraction_q25", "fraction_q75"),
-                                        paired_quartiles(mm_work * 4 * R, rounds["rectangles"])))})
+                             **spread["rectangles"]})
                 if on_cell is not None:
                     on_cell(_with_speedups(rows))
     return _with_speedups(rows)

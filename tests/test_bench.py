@@ -23,6 +23,7 @@ def test_benchmark_writes_every_variant_and_logit_memory_scales_with_the_allowed
         assert 0 < four.loc["shared_site_full", lo] <= four.loc["shared_site_full", hi]
     assert four.loc["engine", ["engine_speedup_q25", "fraction_q25"]].isna().tolist() == [True, False]
     assert (df.chain_steps_per_s > 0).all() and (df.compute_bound_steps_per_s > 0).all()
+    assert (df.rounds >= 1).all() and df.steal_fraction.between(0, 1).all()
 
 
 def test_benchmark_compiled_variant_and_peak_memory_column(tmp_path):
@@ -88,6 +89,17 @@ def test_paired_quartiles_closed_form():
     """Ratios taken round by round: a drift that slows both variants alike leaves the ratio exact."""
     assert bench.paired_quartiles([2, 4, 8, 16], [1, 2, 4, 8]) == (2.0, 2.0)
     assert bench.paired_quartiles([1, 2, 3, 4, 5], [1, 1, 1, 1, 1]) == (2.0, 4.0)
+
+
+def test_steal_fraction_from_two_proc_stat_readings():
+    """Closed form on hand-written /proc/stat lines: of 100 ticks between the readings, 25 were
+    stolen; the per-CPU lines are not counted twice; no time passed gives NaN."""
+    before = bench.cpu_times("cpu  100 0 50 800 0 0 0 50 0 0\ncpu0 50 0 25 400 0 0 0 25 0 0\n")
+    after = bench.cpu_times("cpu  150 0 60 815 0 0 0 75 0 0\ncpu0 75 0 30 407 0 0 0 37 0 0\n")
+    assert before.tolist() == [100, 0, 50, 800, 0, 0, 0, 50]
+    assert bench.steal_fraction(before, after) == 0.25
+    assert bench.steal_fraction(before, before) != bench.steal_fraction(before, before)      # NaN
+    assert bench.cpu_times("intr 5\n") is None
 
 
 def _cell(model, n, batch, variant, rate, fraction=0.5, device="cpu", **extra):

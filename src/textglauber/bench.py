@@ -137,6 +137,31 @@ class PeakMemory:
             self._libc.mallopt(M_TRIM_THRESHOLD, 2 * TIMING_MMAP_THRESHOLD)
 
 
+def cpu_times(stat_text: str | None = None) -> np.ndarray | None:
+    """The host's CPU time counters (user, nice, system, idle, iowait, irq, softirq, steal),
+    summed over all CPUs, from ``/proc/stat`` (or from ``stat_text``); None where there is none."""
+    try:
+        text = Path("/proc/stat").read_text() if stat_text is None else stat_text
+    except OSError:
+        return None
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] == "cpu" and len(f) >= 9:
+            return np.asarray([int(v) for v in f[1:9]], dtype=float)
+    return None
+
+
+def steal_fraction(before: np.ndarray | None, after: np.ndarray | None) -> float:
+    """Share of the CPU time between two :func:`cpu_times` readings that the hypervisor gave to
+    other guests (steal). On a shared virtual machine it says how much of a cell's timings
+    ran on a machine that was partly somebody else's; NaN where it cannot be read."""
+    if before is None or after is None:
+        return float("nan")
+    d = after - before
+    total = d.sum()
+    return float(d[7] / total) if total > 0 else float("nan")
+
+
 def paired_quartiles(num, den) -> tuple[float, float]:
     """25th and 75th percentiles of the per-round ratios ``num[r] / den[r]``. Two variants timed in
     the same round saw the same machine, so the spread of their ratio across rounds says how far
@@ -145,13 +170,15 @@ def paired_quartiles(num, den) -> tuple[float, float]:
     return float(np.percentile(r, 25)), float(np.percentile(r, 75))
 
 
-def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 15, target_s: float = 20.0,
+def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 40, target_s: float = 20.0,
                       memory: PeakMemory | None = None) -> tuple[dict, dict]:
     """Seconds per call of each function in every round, timed in interleaved rounds (every variant once
     per round, after one warm-up call each, which also absorbs any compilation), so that drifts
     of the machine's speed hit all variants alike. The first timed round sets how many follow:
     cheap cells get more rounds (up to ``max_rounds``, about ``target_s`` seconds in all), since
-    a burst of load on a shared host can swamp a short call. With ``memory``, each function's
+    a burst of load on a shared host can swamp a short call (on the 2-core VM the benchmark was
+    run on, other guests stole up to two fifths of the CPU time in 5 s samples; 15 rounds left
+    the median of a 0.1 s call a few percent uncertain). With ``memory``, each function's
     peak memory is read in one more untimed call after its warm-up."""
     peaks = {}
     for k, fn in fns.items():
@@ -261,9 +288,11 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                                    j=torch.ones(R, dtype=torch.long), a_prime=x[:R, 1].clone(), b_prime=x[:R, 0].clone())
                 # the matrix-multiply rate is timed in the same rounds, so the bound follows the
                 # machine's speed at the moment the variants ran (a shared host drifts)
+                ticks = cpu_times()
                 rounds, peaks = _time_interleaved({**{v: f for v, (f, _, _) in variants.items()},
                                                   "rectangles": lambda: score_mlm(scorer, rects), "matmul": matmul},
                                                  min_rounds=min_rounds, memory=memory)
+                stolen = steal_fraction(ticks, cpu_times())
                 timed = {k: statistics.median(v) for k, v in rounds.items()}
                 rate = 2 * size**3 / timed["matmul"]
                 bound = rate / fl
@@ -277,7 +306,8 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                     if eng in variants and v in variants:
                         spread[v].update(zip((col + "_q25", col + "_q75"), paired_quartiles(rounds[v], rounds[eng])))
                 meta = {"model": lm.name, "device": str(dev), "dtype": str(dt).replace("torch.", ""), "n": n,
-                        "attention": attn, "threads": torch.get_num_threads(), "matmul_gflops": rate / 1e9}
+                        "attention": attn, "threads": torch.get_num_threads(), "matmul_gflops": rate / 1e9,
+                        "steal_fraction": stolen, "rounds": len(rounds["matmul"])}
                 for v, (fn, work, logit_bytes) in variants.items():
                     sec = timed[v]
                     rows.append({**meta, "batch": B, "variant": v, "chain_steps_per_s": work / sec,

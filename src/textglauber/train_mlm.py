@@ -361,6 +361,30 @@ def describe(run: str) -> dict:
                                       for r in m["runs"] if r["start"] != m["chosen"]) or "none"}
 
 
+MINILM_NAMES = ("all-MiniLM-L6-v2", "all-minilm-l6-v2")
+
+
+def shared_encoder_note(model: str, others: list[str]) -> str:
+    """A sentence for the pages, or "": when ``model`` is a run of this module that started from
+    the all-MiniLM-L6-v2 encoder and one of ``others`` (an embedder or topic scorer name) is that
+    same network, say so and what the shared origin could do to the measurement."""
+    if not model.startswith("trained:"):
+        return ""
+    run = model.removeprefix("trained:").partition("@")[0]
+    try:
+        chosen = json.loads((models_root() / run / "manifest.json").read_text())["chosen"]
+    except (OSError, KeyError, ValueError):
+        return ""
+    hits = [o for o in others if any(m in o for m in MINILM_NAMES)]
+    if chosen != "minilm" or not hits:
+        return ""
+    return (f"The MLM `{model}` was fine-tuned from the all-MiniLM-L6-v2 encoder, the same network that "
+            f"{' and '.join(f'`{h}`' for h in hits)} uses here to read the chain's states. The two share their "
+            "input embeddings and first representations, so the reader may be partial to exactly the text the "
+            "sampler favours: drift it should see can look smaller, and basins shaped by the shared encoder "
+            "can look tighter, than an independent reader would report.")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m textglauber.train_mlm", description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="english", choices=sorted(PRESETS))

@@ -34,17 +34,26 @@ QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFOR
 
 
 def preflight(profile: str, chapters: list[str]) -> None:
+    """Every model and corpus the chapters need, resolved before any compute: one message each
+    for what is missing, and the fix."""
+    from . import corpus
     from .models import ModelUnavailableError, check_available
 
-    names = []
+    names, corpora = [], []
     for ch in chapters:
         prm = P.chapter_parameters(profile, ch)
         if prm.get("on_missing_model", "fail") == "fail":
             names += P.model_names(prm)
-    try:
-        check_available(sorted(set(names)))
-    except ModelUnavailableError as exc:
-        raise SystemExit(f"profile {profile!r} cannot run: \n{exc}") from None
+            corpora += P.corpus_names(prm)
+    problems = []
+    for check, items, error in ((check_available, names, ModelUnavailableError),
+                                (corpus.check_available, corpora, corpus.CorpusUnavailableError)):
+        try:
+            check(sorted(set(items)))
+        except error as exc:
+            problems.append(str(exc))
+    if problems:
+        raise SystemExit(f"profile {profile!r} cannot run:\n" + "\n".join(problems))
 
 
 def stage(profile: str, build_root: Path) -> Path:

@@ -78,6 +78,15 @@ def _hub_cached(repo_id: str, revision: str | None = None) -> bool:
     return isinstance(hit, str)
 
 
+def local_path(name: str) -> Path:
+    """Where a local model or corpus path points. Relative paths are taken from the repository
+    root, whatever the working directory (the chapters run from ``book/``, the CLI from anywhere)."""
+    from .results import repo_root
+
+    p = Path(name).expanduser()
+    return (p if p.is_absolute() else repo_root() / p).resolve()
+
+
 def resolve(name: str) -> ModelSource:
     """Find a model's files without loading it; raise one clear error if impossible."""
     if not isinstance(name, str) or not name.strip():
@@ -104,10 +113,11 @@ def resolve(name: str) -> ModelSource:
             raise ModelUnavailableError(
                 f"unknown packaged model {name!r}; known: {', '.join('package:' + k for k in sorted(registry))}")
         return registry[key]()
-    if Path(name).expanduser().is_dir():
-        return ModelSource(name=name, path=str(Path(name).expanduser().resolve()), is_hub=False)
+    local = local_path(name)
+    if local.is_dir():
+        return ModelSource(name=name, path=str(local), is_hub=False)
     if name.startswith((".", "/", "~")):
-        raise ModelUnavailableError(f"model {name!r}: no such local directory")
+        raise ModelUnavailableError(f"model {name!r}: no such local directory ({local})")
     repo, _, revision = name.partition("@")
     if _hub_cached(repo, revision or None):
         return ModelSource(name=name, path=repo, is_hub=True, revision=revision or None)

@@ -64,6 +64,17 @@ def model_names(params: dict) -> list[str]:
     return names
 
 
+def corpus_names(params: dict) -> list[str]:
+    """Every corpus a chapter's parameters name (for the pre-flight check)."""
+    names = []
+    for key, val in params.items():
+        if key in MODEL_KEYS:
+            for it in (val if isinstance(val, list) else [val]):
+                if isinstance(it, dict) and it.get("corpus"):
+                    names.append(str(it["corpus"]))
+    return names
+
+
 if __name__ == "__main__":       # python -m textglauber.params PROFILE CHAPTER > p.yaml
     import sys
 

@@ -40,17 +40,168 @@ def test_calibrated_temperature_beats_the_extremes(minilm_scorer):
     assert nll(t) <= nll(t * 3) and nll(t) <= nll(t / 3)
 
 
-def test_recurrence_statistics_on_a_known_series():
+def test_recurrence_counts_upward_crossings_on_a_known_series():
     steps = np.arange(0, 1000, 100)
     score = np.array([0.05, 0.2, 0.3, 0.05, 0.01, 0.15, 0.02, 0.02, 0.5, 0.4])
     r = topics.recurrence(steps, score, baseline=0.1)
-    assert r["crossings"] == 3 and r["crossed"]
+    assert not r["starts_above"] and r["upward_crossings"] == 3 and r["crossed_up"]
     assert (r["first crossing"], r["last crossing"]) == (100.0, 800.0)
     assert r["peak"] == 0.5 and r["end"] == 0.4 and r["share above"] == pytest.approx(0.5)
     flat = topics.recurrence(steps, np.full(10, 0.05), 0.1)
-    assert not flat["crossed"] and np.isnan(flat["first crossing"])
-    start_above = topics.recurrence(steps[:3], np.array([0.3, 0.3, 0.05]), 0.1)
-    assert start_above["crossings"] == 1 and start_above["first crossing"] == 0.0
+    assert not flat["crossed_up"] and not flat["ever_above"] and np.isnan(flat["first crossing"])
+    at = topics.recurrence(steps[:4], np.array([0.1, 0.2, 0.1, 0.2]), 0.1)   # "at" the baseline is not above
+    assert at["upward_crossings"] == 2 and at["first crossing"] == 100.0 and not at["starts_above"]
+
+
+def test_a_chain_starting_above_has_not_risen_above():
+    """Starting above the baseline is not a crossing; only falling to or below it and rising
+    again is (the old rule counted the first record as a crossing)."""
+    steps = np.arange(0, 500, 100)
+    stays = topics.recurrence(steps, np.array([0.3, 0.3, 0.2, 0.4, 0.5]), 0.1)
+    assert stays["starts_above"] and stays["ever_above"]
+    assert stays["upward_crossings"] == 0 and not stays["crossed_up"] and np.isnan(stays["first crossing"])
+    falls = topics.recurrence(steps, np.array([0.3, 0.05, 0.05, 0.05, 0.02]), 0.1)
+    assert falls["starts_above"] and falls["upward_crossings"] == 0 and not falls["crossed_up"]
+    returns = topics.recurrence(steps, np.array([0.3, 0.05, 0.2, 0.1, 0.4]), 0.1)
+    assert returns["starts_above"] and returns["upward_crossings"] == 2
+    assert (returns["first crossing"], returns["last crossing"]) == (200.0, 400.0)
+
+
+def test_recurrence_matches_a_plain_loop_on_random_series():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        score = rng.choice([0.05, 0.1, 0.2], size=rng.integers(1, 12))
+        steps = np.arange(len(score)) * 50
+        ups = [steps[k] for k in range(1, len(score)) if score[k - 1] <= 0.1 < score[k]]
+        r = topics.recurrence(steps, score, 0.1)
+        assert r["upward_crossings"] == len(ups) and r["starts_above"] == (score[0] > 0.1)
+        assert r["crossed_up"] == bool(ups) and r["ever_above"] == bool((score > 0.1).any())
+        if ups:
+            assert (r["first crossing"], r["last crossing"]) == (ups[0], ups[-1])
+
+
+def test_protocol_differences_name_each_departure_from_the_preprint():
+    ref = dict(model="bert-base-uncased", topic_scorer="nli:facebook/bart-large-mnli", labels=topics.LABELS,
+               temperature=1.0, steps=10_000, score_every=200, chains_per_topic=10)
+    assert topics.protocol_differences(**ref) == {}
+    paper = topics.protocol_differences(**{**ref, "chains_per_topic": 12})
+    assert set(paper) == {"chains_per_topic"}
+    offline = topics.protocol_differences(**{**ref, "model": "trained:english", "topic_scorer":
+                                             "embedding:package:all-MiniLM-L6-v2", "steps": 3000, "score_every": 100,
+                                             "labels": topics.LABELS[:9]})
+    assert set(offline) == {"model", "topic_scorer", "steps", "score_every", "labels"}
+    assert "1/9 = 0.111" in offline["labels"] and "another scale" in offline["topic_scorer"]
+
+
+def test_preprint_starts_above_bound():
+    """Step-0 politics means of 0.008 / 0.011 / 0.003 / 0.003 / 0.004 over 10 chains each: with
+    baseline 1/11 or 1/9 only the sport topic (mean up to 0.0115, 10 chains: sum up to 0.115)
+    leaves room for one chain above; at 0.02 the topics allow 4 + 5 + 1 + 1 + 2; at 0.002 all 50."""
+    assert topics.preprint_max_starts_above(1 / 11) == 1
+    assert topics.preprint_max_starts_above(1 / 9) == 1
+    assert topics.preprint_max_starts_above(0.2) == 0
+    assert topics.preprint_max_starts_above(0.02) == 13
+    assert topics.preprint_max_starts_above(0.002) == 50
+
+
+# ------------------------------------------------------------------ the NLI scorer on a stand-in model
+MNLI = {0: "contradiction", 1: "neutral", 2: "entailment"}
+NLI_TEXTS = ["the minister spoke to parliament about the election",
+             "add garlic and onions to the hot pan",
+             "the striker scored twice in the final",
+             "a new vaccine was tested on patients",
+             "shares fell sharply"]
+NLI_LABELS = ["politics", "food", "sport", "health", "finance", "art"]
+
+
+@pytest.fixture(scope="module")
+def nli_models(tmp_path_factory):
+    """Two copies of one random BERT sequence classifier (bert-base WordPiece vocabulary, shipped
+    with the all-MiniLM-L6-v2 package): one in the MNLI label layout, one whose output rows and
+    labels are permuted (upper-case names, as some NLI checkpoints have them). Same network, so
+    the same entailment logit."""
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from textglauber.train_mlm import _minilm_dir
+
+    tok = AutoTokenizer.from_pretrained(str(_minilm_dir()))
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=64, initializer_range=0.5, id2label=MNLI,
+                     label2id={v: k for k, v in MNLI.items()})
+    model = BertForSequenceClassification(cfg).eval()
+    root = tmp_path_factory.mktemp("nli")
+    model.save_pretrained(root / "mnli")
+    tok.save_pretrained(root / "mnli")
+    order = [2, 0, 1]                                # new row k holds old row order[k]
+    permuted = BertForSequenceClassification.from_pretrained(root / "mnli").eval()
+    with torch.no_grad():
+        permuted.classifier.weight.copy_(model.classifier.weight[order])
+        permuted.classifier.bias.copy_(model.classifier.bias[order])
+    permuted.config.id2label = {k: MNLI[o].upper() for k, o in enumerate(order)}
+    permuted.config.label2id = {v: k for k, v in permuted.config.id2label.items()}
+    permuted.save_pretrained(root / "permuted")
+    tok.save_pretrained(root / "permuted")
+    return tok, model, root
+
+
+def _direct(tok, model, index):
+    """Per text, the softmax over labels of logit[index] of (text, "This example is {label}."),
+    one unpadded forward pass per pair."""
+    out = np.empty((len(NLI_TEXTS), len(NLI_LABELS)))
+    with torch.no_grad():
+        for a, text in enumerate(NLI_TEXTS):
+            for b, label in enumerate(NLI_LABELS):
+                enc = tok(text, f"This example is {label}.", return_tensors="pt")
+                out[a, b] = model(**enc).logits[0, index].item()
+    return topics._softmax(out)
+
+
+def test_nli_scorer_is_the_softmax_over_labels_of_the_entailment_logit(nli_models):
+    tok, model, root = nli_models
+    want = _direct(tok, model, index=2)
+    assert np.abs(want - 1 / len(NLI_LABELS)).max() > 0.05     # far from uniform: the check has teeth
+    for folder in ("mnli", "permuted"):                         # the index comes from label2id, not a position
+        sc = topics.NLITopicScorer(str(root / folder), NLI_LABELS, device="cpu", dtype="float32", batch=4)
+        assert sc.entail == {"mnli": 2, "permuted": 0}[folder]
+        got = sc(NLI_TEXTS)                                     # batches of 4 pairs, padded, cut across texts
+        np.testing.assert_allclose(got, want, atol=1e-5)
+        np.testing.assert_allclose(got.sum(1), 1.0, atol=1e-6)
+
+
+def test_nli_scorer_check_can_fail(nli_models):
+    """The same direct computation on the contradiction or neutral logit gives another answer."""
+    tok, model, root = nli_models
+    got = topics.NLITopicScorer(str(root / "mnli"), NLI_LABELS, device="cpu", dtype="float32")(NLI_TEXTS)
+    for wrong in (0, 1):
+        assert np.abs(got - _direct(tok, model, index=wrong)).max() > 0.05
+
+
+def test_nli_scorer_agrees_with_the_zero_shot_pipeline(nli_models):
+    """transformers' single-label zero-shot pipeline is an independent implementation of the rule."""
+    from transformers import pipeline
+
+    tok, model, root = nli_models
+    got = topics.NLITopicScorer(str(root / "permuted"), NLI_LABELS, device="cpu", dtype="float32")(NLI_TEXTS)
+    pipe = pipeline("zero-shot-classification", model=str(root / "permuted"), tokenizer=str(root / "permuted"),
+                    device="cpu")
+    for text, row in zip(NLI_TEXTS, got):
+        res = pipe(text, candidate_labels=NLI_LABELS, hypothesis_template=topics.HYPOTHESIS, multi_label=False)
+        ref = dict(zip(res["labels"], res["scores"]))
+        np.testing.assert_allclose(row, [ref[l] for l in NLI_LABELS], atol=1e-5)
+
+
+def test_nli_scorer_refuses_a_model_without_an_entailment_label(nli_models, tmp_path):
+    from transformers import BertForSequenceClassification
+
+    tok, model, _ = nli_models
+    other = BertForSequenceClassification(model.config.__class__(**{**model.config.to_dict(),
+                                                                    "id2label": {0: "a", 1: "b", 2: "c"},
+                                                                    "label2id": {"a": 0, "b": 1, "c": 2}}))
+    other.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="entailment"):
+        topics.NLITopicScorer(str(tmp_path), NLI_LABELS, device="cpu", dtype="float32")
 
 
 def test_prefix_conditioned_chain_keeps_its_prefix(tiny_mlm, full_scorer):

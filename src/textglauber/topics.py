@@ -129,16 +129,63 @@ def scorer(kind: str, labels=LABELS, device="auto", dtype="auto"):
 def recurrence(steps: np.ndarray, score: np.ndarray, baseline: float) -> dict:
     """Statistics of one chain's score series for one label against the uniform baseline.
 
-    A crossing is a step where the score goes from at-or-below to above the baseline (a start
-    already above counts as a crossing at the first record)."""
+    An upward crossing is a recorded step whose score is above the baseline while the previous
+    record's was at or below it. A chain whose first record is already above has not risen
+    above anything: it is flagged ``starts_above`` and counts as crossing up only if it falls to
+    or below the baseline and rises again."""
     steps, score = np.asarray(steps), np.asarray(score, float)
+    if steps.shape != score.shape or score.ndim != 1 or len(score) == 0:
+        raise ValueError("steps and score must be one-dimensional, non-empty and of equal length")
     above = score > baseline
-    ups = np.flatnonzero(above & ~np.concatenate([[False], above[:-1]]))
-    return {"crossings": int(len(ups)), "crossed": bool(len(ups) > 0),
+    ups = np.flatnonzero(above[1:] & ~above[:-1]) + 1
+    return {"starts_above": bool(above[0]), "upward_crossings": int(len(ups)), "crossed_up": bool(len(ups) > 0),
             "first crossing": float(steps[ups[0]]) if len(ups) else np.nan,
             "last crossing": float(steps[ups[-1]]) if len(ups) else np.nan,
-            "share above": float(above.mean()), "peak": float(score.max()), "start": float(score[0]),
-            "end": float(score[-1])}
+            "ever_above": bool(above.any()), "share above": float(above.mean()), "peak": float(score.max()),
+            "start": float(score[0]), "end": float(score[-1])}
+
+
+# the preprint's basins protocol (SPEC section 5), what a run is compared against
+PREPRINT_PROTOCOL = {"model": "bert-base-uncased", "topic_scorer": "nli:facebook/bart-large-mnli", "labels": LABELS,
+                     "temperature": 1.0, "steps": 10_000, "score_every": 200, "chains_per_topic": 10}
+
+
+def protocol_differences(model: str, topic_scorer: str, labels: list[str], temperature: float, steps: int,
+                         score_every: int, chains_per_topic: int) -> dict[str, str]:
+    """How a basins run departs from the preprint's protocol: one phrase per differing element
+    (keys: model, topic_scorer, labels, temperature, steps, score_every, chains_per_topic); empty
+    when the run follows it. The seed sentences are always the package's own, so not listed."""
+    ref, out = PREPRINT_PROTOCOL, {}
+    if model.partition("@")[0] != ref["model"]:
+        out["model"] = f"the masked LM is `{model}`, not {ref['model']}"
+    if not topic_scorer.startswith("nli:"):
+        out["topic_scorer"] = (f"the topic scorer is `{topic_scorer}`, which reads topics from embedding similarity "
+                               f"to label prompts, not the NLI classifier `{ref['topic_scorer'][4:]}`, so its "
+                               "probabilities sit on another scale")
+    elif topic_scorer.partition("@")[0] != ref["topic_scorer"]:
+        out["topic_scorer"] = f"the NLI scorer is `{topic_scorer[4:]}`, not `{ref['topic_scorer'][4:]}`"
+    if list(labels) != list(ref["labels"]):
+        out["labels"] = (f"{len(labels)} labels (baseline 1/{len(labels)} = {1 / len(labels):.3f}) instead of the "
+                         f"appendix's {len(ref['labels'])} (1/{len(ref['labels'])} = {1 / len(ref['labels']):.3f})")
+    if float(temperature) != ref["temperature"]:
+        out["temperature"] = f"T = {temperature:g} instead of {ref['temperature']:g}"
+    if int(steps) != ref["steps"]:
+        out["steps"] = f"{steps:,} steps per chain instead of {ref['steps']:,}"
+    if int(score_every) != ref["score_every"]:
+        out["score_every"] = f"scores every {score_every:,} steps instead of every {ref['score_every']:,}"
+    if int(chains_per_topic) != ref["chains_per_topic"]:
+        out["chains_per_topic"] = f"{chains_per_topic} chains per seed topic instead of {ref['chains_per_topic']}"
+    return out
+
+
+def preprint_max_starts_above(baseline: float) -> int:
+    """At most how many of the preprint's chains can have started above ``baseline`` for politics:
+    per seed topic, k chains above it force a step-0 mean above k * baseline / chains (scores are
+    non-negative); the reported means are rounded to three decimals, so half a unit is added."""
+    from .reported import BASINS_POLITICS
+
+    per = PREPRINT_PROTOCOL["chains_per_topic"]
+    return int(sum(min(per, np.floor((start + 5e-4) * per / baseline)) for start, _ in BASINS_POLITICS.values()))
 
 
 def seed_states(tokenizer, topics_wanted: list[str], per_topic: int, seq_len: int, vocab=None):

@@ -5,7 +5,8 @@ new tokens come from a maximal coupling of the two conditionals: with probabilit
 w = sum_a min(p, q)(a) one token drawn from min(p, q)/w is written into both, otherwise each
 chain draws from its own residual. Once the two states are equal they see equal
 conditionals and stay equal, so the first such step is the coupling (coalescence) time.
-By the coupling inequality, max_x TV(P^t(x, .), pi) <= max_{x,y} P(tau_{x,y} > t).
+By the coupling inequality TV(P^t(x, .), P^t(y, .)) <= P(tau_{x,y} > t) for the two starts of a
+pair, and d(t) = max_x TV(P^t(x, .), pi) <= max_{x,y} P(tau_{x,y} > t) over all pairs of starts.
 
 Many pairs, each with its own temperature, advance as one batch: one scorer call per step
 serves all live pairs (2 rows each); pairs that have coalesced leave the batch.
@@ -109,3 +110,31 @@ def grid_experiment(scorer, passages_for, lengths, temperatures, *, pairs: int, 
             rows.append({"n": n, "temperature": float(temps[p]), "pair": p, "tau": r.tau[p],
                          "censored": bool(r.censored[p])})
     return pd.DataFrame(rows)
+
+
+def fast_threshold(cells) -> list[tuple[int, float]]:
+    """Per length: the lowest grid temperature from which the median pair coupled within the budget
+    at that temperature and every higher one; inf where the median did not couple even at the
+    highest temperature (beyond the budget). ``cells``: rows with n, temperature, median (NaN = censored)."""
+    out = []
+    for n, g in cells.groupby("n"):
+        g = g.sort_values("temperature", ascending=False)
+        coupled = g["median"].notna().to_numpy()
+        run = int(np.argmin(coupled)) if not coupled.all() else len(coupled)   # leading run of coupled cells
+        out.append((int(n), float(g.temperature.iloc[run - 1]) if run else float("inf")))
+    return out
+
+
+def threshold_trend(boundary: list[tuple[int, float]]) -> str:
+    """How the fast threshold moves from the shortest to the longest length, with a censored end
+    (inf) read as 'beyond the budget', never dropped."""
+    if len(boundary) < 2:
+        return "cannot be followed over a single length"
+    first, last = boundary[0][1], boundary[-1][1]
+    if np.isinf(first) and np.isinf(last):
+        return "cannot be located: the median pair did not couple at any temperature of the grid at either end"
+    if np.isinf(last):
+        return "rises beyond the grid"
+    if np.isinf(first):
+        return "falls from beyond the grid"
+    return "rises" if last > first else ("stays the same" if last == first else "falls")

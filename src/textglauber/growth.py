@@ -114,8 +114,12 @@ class LawComparison:
         if self.support == "cannot tell":
             return (f"cannot tell a {self.best} from a {self.runner_up} (Δχ² = {self.delta_chi2:.1f} < {MODERATE:g}); "
                     f"{p}; {self.reason}.")
-        return (f"a {self.best} law, {self.support} support (Δχ² = {self.delta_chi2:.1f} over a {self.runner_up}, "
-                f"likelihood ratio {np.exp(min(self.delta_chi2, 600) / 2):.3g}); {p}")
+        s = (f"a {self.best} law, {self.support} support (Δχ² = {self.delta_chi2:.1f} over a {self.runner_up}, "
+             f"likelihood ratio {np.exp(min(self.delta_chi2, 600) / 2):.3g}); {p}")
+        if self.gof_p < 0.01:
+            s += (f"; but even the best law misses the medians by more than their bootstrap errors allow (goodness of "
+                  f"fit p = {self.gof_p:.1g}): it is only the nearest of the three, and p describes the growth better")
+        return s
 
 
 def compare_laws(n, tau, censored, budget, n_boot: int = 1000, seed: int = 0) -> LawComparison:

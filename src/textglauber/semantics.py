@@ -7,8 +7,9 @@ d_t = 1 - cos(E(x_0), E(x_t)) for an embedding E of a state. Three embedders:
 - ``self``: the chain's own masked LM, final hidden states mean-pooled over the content;
 - ``hamming``: one-hot tokens, so 1 - cos is the share of positions that differ (model-free).
 
-tau_delta = first recorded step with d_t >= delta; chains that never reach it within the
-budget are *censored* (tau = NaN, censored = True) and are never counted as hits.
+tau_delta = first step with d_t >= delta, found at step resolution (DriftTracker); chains that
+never reach it within the budget are *censored* (tau = NaN, censored = True) and are never
+counted as hits.
 """
 from __future__ import annotations
 
@@ -110,27 +111,71 @@ def hitting_times(steps: np.ndarray, d: np.ndarray, delta: float) -> tuple[np.nd
     return tau, censored
 
 
-def fit_laws(n: np.ndarray, tau: np.ndarray) -> list[dict]:
-    """Least-squares fits of tau against a f(n) + b for f = n log n, n, n^2, with RMS residuals."""
-    n, tau = np.asarray(n, float), np.asarray(tau, float)
-    ok = ~np.isnan(tau)
-    out = []
-    for law, f in (("a n log n + b", lambda m: m * np.log(m)), ("a n + b", lambda m: m), ("a n^2 + b", lambda m: m**2)):
-        if ok.sum() < 3:
-            out.append({"law": law, "a": np.nan, "b": np.nan, "rms residual": np.nan})
-            continue
-        X = np.stack([f(n[ok]), np.ones(ok.sum())], 1)
-        (a, b), *_ = np.linalg.lstsq(X, tau[ok], rcond=None)
-        out.append({"law": law, "a": a, "b": b, "rms residual": float(np.sqrt(np.mean((X @ [a, b] - tau[ok]) ** 2)))})
-    return out
+class DriftTracker:
+    """Exact first-passage steps of d_t >= delta for a batch of chains, fed one block of steps at a time.
+
+    d_t changes only when the state does, so a chain's state is embedded only at steps where it
+    changed, and only until it has passed the largest threshold; every chain is also embedded at
+    the recording steps (multiples of ``record_every``) for the drift curves. Hitting times are
+    therefore at step resolution for the cost of the distinct states visited before the hit."""
+
+    def __init__(self, emb: Embedder, x0: np.ndarray, deltas, record_every: int):
+        self.emb, self.deltas, self.record_every = emb, np.sort(np.asarray(deltas, float)), int(record_every)
+        self.x0 = np.asarray(x0)
+        self.e0 = emb(self.x0)
+        b = len(self.x0)
+        self.last_state = self.x0.copy()
+        self.last_d = np.zeros(b)
+        self.tau = np.full((len(self.deltas), b), np.nan)
+        self.rec_steps, self.rec_d = [0], [np.zeros(b)]
+        self.t = 0
+
+    def update(self, states: np.ndarray) -> None:
+        """``states`` (L, B, n): the chains at steps t+1 .. t+L after the last update."""
+        states = np.asarray(states)
+        L, B = states.shape[:2]
+        steps = self.t + 1 + np.arange(L)
+        prev = np.concatenate([self.last_state[None], states[:-1]])
+        changed = (states != prev).any(-1)
+        alive = np.isnan(self.tau[-1])
+        record = steps % self.record_every == 0
+        need = (changed & alive[None]) | record[:, None]
+        d = np.full((L, B), np.nan)
+        if need.any():
+            r, c = np.nonzero(need)
+            d[r, c] = 1.0 - np.einsum("kd,kd->k", self.emb(states[r, c]), self.e0[c])
+        # chains still below the largest threshold: carry d over the steps where the state did not change
+        for b in np.nonzero(alive)[0]:
+            cur = self.last_d[b]
+            for k in range(L):
+                if changed[k, b]:
+                    cur = d[k, b]
+                d[k, b] = cur
+            for j, delta in enumerate(self.deltas):
+                if np.isnan(self.tau[j, b]):
+                    hit = np.nonzero(d[:, b] >= delta)[0]
+                    if len(hit):
+                        self.tau[j, b] = steps[hit[0]]
+            self.last_d[b] = d[-1, b]
+        self.rec_steps += steps[record].tolist()
+        self.rec_d += list(d[record])
+        self.last_state = states[-1].copy()
+        self.t += L
+
+    def curves(self) -> tuple[np.ndarray, np.ndarray]:
+        """(recorded steps (R,), drift (R, B)) at step 0 and every multiple of record_every."""
+        return np.asarray(self.rec_steps), np.stack(self.rec_d)
 
 
 def drift_experiment(scorer, emb: Embedder, passages_for, lengths, temperatures, *, trials: int, steps: int,
-                     record_every: int, delta: float, gen: torch.Generator, progress: bool = False):
-    """Chains from seed windows at every (T, n); returns (per-chain table, mean-curve table).
+                     record_every: int, deltas, gen: torch.Generator, block: int = 100, progress: bool = False):
+    """Chains from seed windows at every (T, n); returns (per-chain table, drift-curve table).
 
-    ``passages_for(n, count)`` gives (count, n) seed windows. Per chain: the hitting time of
-    ``delta`` (censored at ``steps``) and the whole recorded drift curve."""
+    ``passages_for(n, count)`` gives (count, n) seed windows. Per chain and threshold delta in
+    ``deltas``: the first step with d_t >= delta (exact, see DriftTracker; censored at ``steps``).
+    The curve table holds the median, mean and quartiles of d_t at every ``record_every`` steps.
+    Chains run in blocks of ``block`` steps (one seed from ``gen`` per block) so that only one
+    block of states is held at a time."""
     import pandas as pd
 
     from .chain import ChainSpec, run
@@ -139,21 +184,33 @@ def drift_experiment(scorer, emb: Embedder, passages_for, lengths, temperatures,
     for n in lengths:
         init = passages_for(n, trials)
         for T in temperatures:
-            seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
-            r = run(scorer, init, ChainSpec(temperature=float(T), steps=steps, record_every=record_every,
-                                            checkpoint_every=max(steps, 1)), seed=seed, progress=progress)
-            d = drift_curve(emb, r.states)
-            tau, cens = hitting_times(r.steps, d, delta)
-            for b in range(d.shape[1]):
-                rows.append({"n": n, "temperature": float(T), "chain": b, "tau": tau[b], "censored": bool(cens[b])})
-            curves.append(pd.DataFrame({"n": n, "temperature": float(T), "step": r.steps, "mean_drift": d.mean(1), "median_drift": np.median(d, axis=1),
-                                        "q25": np.quantile(d, 0.25, axis=1), "q75": np.quantile(d, 0.75, axis=1)}))
+            tracker = DriftTracker(emb, init.numpy(), deltas, record_every)
+            x = init.clone()
+            for start in range(0, steps, block):
+                seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
+                r = run(scorer, x, ChainSpec(temperature=float(T), steps=min(block, steps - start), record_every=1,
+                                             checkpoint_every=block), seed=seed, progress=progress)
+                tracker.update(r.states[1:])
+                x = torch.as_tensor(r.states[-1])
+            for j, delta in enumerate(tracker.deltas):
+                for b in range(trials):
+                    tau = tracker.tau[j, b]
+                    rows.append({"n": n, "temperature": float(T), "delta": float(delta), "chain": b, "tau": tau,
+                                 "censored": bool(np.isnan(tau))})
+            rs, d = tracker.curves()
+            curves.append(pd.DataFrame({"n": n, "temperature": float(T), "step": rs, "mean_drift": d.mean(1),
+                                        "median_drift": np.median(d, axis=1), "q25": np.quantile(d, 0.25, axis=1),
+                                        "q75": np.quantile(d, 0.75, axis=1)}))
     return pd.DataFrame(rows), pd.concat(curves, ignore_index=True)
 
 
 def censored_median(tau: np.ndarray, censored: np.ndarray, budget: float, seed: int = 0) -> dict:
     """Median of right-censored times (censored counted at the budget) with a bootstrap 95% interval;
-    the median is reported only while fewer than half the runs are censored."""
+    the median is reported only while fewer than half the runs are censored.
+
+    Every run here is censored at the same budget, after every observed time, so this is the
+    Kaplan-Meier median (growth.km_median, midpoint convention); bootstrap replicates in which
+    half or more are censored read as the budget, a lower bound."""
     from .stats import bootstrap_ci
 
     t = np.where(censored, budget, tau).astype(float)

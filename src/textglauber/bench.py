@@ -425,8 +425,8 @@ def workload(profile: str) -> pd.DataFrame:
         elif ch == "crossover":
             L = p["lengths"]
             n = int(np.mean(L))
-            work = len(L) * (p["trials"] * p["steps"] * len(p["drift_temperatures"])
-                             + 2 * p["pairs"] * p["budget"] * len(p["coupling_temperatures"]))
+            work = (len(L) * p["trials"] * p["steps"] * len(p["drift_temperatures"])
+                    + len(p.get("coupling_lengths") or L) * 2 * p["pairs"] * p["budget"] * len(p["coupling_temperatures"]))
         elif ch == "basins":
             n = p["seq_len"]
             chains = len(p.get("seed_topics", range(5))) * p["seeds_per_topic"] * p["chains_per_seed"]

@@ -94,9 +94,60 @@ def test_hitting_times_respect_censoring():
     assert tau[:2].tolist() == [20.0, 10.0]
 
 
-def test_law_fits_recover_n_log_n():
-    n = np.array([8, 16, 32, 64, 128])
-    tau = 3.0 * n * np.log(n) + 5
-    fits = {f["law"]: f for f in semantics.fit_laws(n, tau)}
-    assert fits["a n log n + b"]["a"] == pytest.approx(3.0) and fits["a n log n + b"]["rms residual"] < 1e-8
-    assert fits["a n + b"]["rms residual"] > 1 and fits["a n^2 + b"]["rms residual"] > 1
+def _alternating(a, b):
+    """passages_for giving a, b, a, b, ...: grid_experiment pairs even with odd rows."""
+    return lambda n, count: torch.tensor([a, b] * (count // 2))
+
+
+def test_grid_experiment_with_uniform_conditionals_is_a_coupon_collector():
+    """Uniform conditionals: the maximal coupling writes the same token into both chains, so a pair
+    that differs at every site couples when every site has been drawn once: E tau = n H_n at any T."""
+    n, k, pairs = 4, 2, 300
+    sc = exact.JointScorer(np.arange(k), n, np.zeros(k ** n))
+    df = coupling.grid_experiment(sc, _alternating([0] * n, [1] * n), [n], [0.5, 2.0], pairs=pairs, budget=200,
+                                  gen=torch.Generator().manual_seed(0))
+    assert len(df) == 2 * pairs and set(df.temperature) == {0.5, 2.0} and not df.censored.any()
+    h = sum(1 / j for j in range(1, n + 1))
+    var = n ** 2 * sum(1 / j ** 2 for j in range(1, n + 1)) - n * h
+    for _, g in df.groupby("temperature"):
+        assert g.tau.mean() == pytest.approx(n * h, abs=4 * np.sqrt(var / pairs))
+        assert g.tau.min() >= n
+
+
+def test_grid_experiment_censors_pairs_that_cannot_move():
+    """A joint law on two far-apart states: from either, every single-site change has no mass, so
+    the chains never move, never meet and every pair is censored with tau = NaN."""
+    n, k = 4, 2
+    sc = exact.JointScorer(np.arange(k), n, np.zeros(k ** n))
+    log_mu = np.full(k ** n, -1e4)
+    log_mu[sc.chain.index(np.array([[0] * n, [1] * n]))] = 0.0
+    sc.log_mu = log_mu
+    df = coupling.grid_experiment(sc, _alternating([0] * n, [1] * n), [n], [1.0, 3.0], pairs=5, budget=50,
+                                  gen=torch.Generator().manual_seed(0))
+    assert len(df) == 10 and df.censored.all() and df.tau.isna().all()
+
+
+def _old_trend(cells):
+    """The chapter's comparison before this fix: lengths where no pair coupled were dropped."""
+    ts = [g[g["median"].notna()].temperature.min() for _, g in cells.groupby("n")]
+    ts = [t for t in ts if not np.isnan(t)]
+    return "rises" if ts[-1] > ts[0] else ("stays the same" if ts[-1] == ts[0] else "falls")
+
+
+def test_fast_threshold_reads_a_censored_longest_length_as_beyond_the_budget():
+    import pandas as pd
+
+    temps = [0.5, 1.0, 2.0]
+    med = {4: [np.nan, 30, 10], 8: [np.nan, np.nan, 40], 16: [np.nan, np.nan, np.nan]}
+    cells = pd.DataFrame([{"n": n, "temperature": T, "median": m} for n, ms in med.items() for T, m in zip(temps, ms)])
+    boundary = coupling.fast_threshold(cells)
+    assert boundary == [(4, 1.0), (8, 2.0), (16, float("inf"))]
+    assert coupling.threshold_trend(boundary) == "rises beyond the grid"
+    assert _old_trend(cells) == "rises"
+    assert _old_trend(cells[cells.n != 8]) == "stays the same"       # the old reading of the same trend
+    assert coupling.threshold_trend(coupling.fast_threshold(cells[cells.n != 8])) == "rises beyond the grid"
+    # a cell that couples below a censored one does not count: the threshold is where coupling holds upwards
+    gap = pd.DataFrame({"n": 4, "temperature": temps, "median": [5.0, np.nan, 3.0]})
+    assert coupling.fast_threshold(gap) == [(4, 2.0)]
+    both = pd.DataFrame({"n": [4, 8], "temperature": [1.0, 1.0], "median": [np.nan, np.nan]})
+    assert coupling.threshold_trend(coupling.fast_threshold(both)).startswith("cannot be located")

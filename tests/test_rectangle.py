@@ -5,6 +5,8 @@ import torch
 
 from textglauber import corpus, exact, models, rectangle
 
+from textglauber.vocabulary import AllowedVocab
+
 from conftest import random_joint
 
 
@@ -58,13 +60,106 @@ def test_R_is_zero_for_conditionals_of_an_explicit_joint():
     assert (df.path1.abs() > 1e-3).any()       # the edges themselves are not trivial
 
 
-def test_R_is_zero_for_the_causal_control(tiny_causal):
-    sc = models.CausalLMScorer(tiny_causal)
-    passages = corpus.windows(tiny_causal.tokenizer, "tiny", 10, 40, 0)
-    rects = rectangle.sample(sc, passages, 30, torch.Generator().manual_seed(0), top_k=20)
-    df = rectangle.score_causal(sc, rects)
-    assert df.R.max() < 1e-5
-    assert (df.path1.abs() > 1e-2).all()
+def _control(tiny_causal, k=12, count=40, n=10, seed=0):
+    vocab = rectangle.candidate_vocab(tiny_causal.tokenizer, "tiny", k)
+    sc = rectangle.JointConditionals(models.CausalLMScorer(tiny_causal), vocab)
+    passages = rectangle.control_passages(vocab, tiny_causal.tokenizer, "tiny", n, 30, seed)
+    rects = rectangle.sample(sc, passages, count, torch.Generator().manual_seed(seed), top_k=50)
+    return sc, rects
+
+
+def test_joint_conditionals_are_sequence_probability_ratios(tiny_causal):
+    """Each row of the control's scores is log p(x with a at i) up to one constant per row,
+    checked against full-sequence log-probabilities computed one sequence at a time."""
+    sc, rects = _control(tiny_causal, count=6)
+    causal = models.CausalLMScorer(tiny_causal)
+    n = rects.base.shape[1]
+    first, last = torch.zeros(len(rects), dtype=torch.long), torch.full((len(rects),), n - 1)
+    for sites in (rects.i, rects.j, first, last):         # the edge sites have no prefix / no suffix
+        got = sc.scores(rects.base, sites)
+        for r in range(len(sites)):
+            want = []
+            for a in sc.vocab.ids:
+                y = rects.base[r].clone()
+                y[sites[r]] = a
+                want.append(causal.sequence_logprob(y.unsqueeze(0))[0])
+            d = got[r] - torch.stack(want)
+            assert float(d.max() - d.min()) < 1e-4
+
+
+def test_control_edges_equal_sequence_log_probability_differences(tiny_causal):
+    """The arithmetic of the control, checked directly: path1 and path2 both equal
+    log p(x11) - log p(x00), where the corners' log-probabilities come from whole sequences."""
+    sc, rects = _control(tiny_causal, count=20)
+    df = rectangle.score_mlm(sc, rects)
+    causal = models.CausalLMScorer(tiny_causal)
+    x11 = rectangle._with(rectangle._with(rects.base, rects.i, rects.a_prime), rects.j, rects.b_prime)
+    direct = (causal.sequence_logprob(x11) - causal.sequence_logprob(rects.base)).numpy()
+    np.testing.assert_allclose(df.path1, direct, atol=1e-4)
+    np.testing.assert_allclose(df.path2, direct, atol=1e-4)
+
+
+def test_R_is_zero_for_the_causal_control_through_the_mlm_code_path(tiny_causal):
+    sc, rects = _control(tiny_causal, count=40)
+    assert sc.vocab.contains(rects.a_prime).all() and sc.vocab.contains(rects.b_prime).all()
+    assert (rects.a_prime != rects.a).all() and (rects.b_prime != rects.b).all()
+    df = rectangle.score_mlm(sc, rects)
+    assert df.R.max() < 1e-4
+    assert (df.path1.abs() > 1e-2).mean() > 0.9                 # the edges themselves are not trivial
+    assert (df.influence_ij > 1e-3).any()                        # and the two sites do interact
+    hot = rectangle.score_mlm(sc, rects, temperature=0.5)        # p^2 is a joint too
+    assert hot.R.max() < 1e-4
+
+
+def test_perturbed_control_fails(tiny_causal):
+    """Noise on the conditionals breaks compatibility and the same code path sees it."""
+    sc, rects = _control(tiny_causal, count=60)
+    scale = 0.2
+    df = rectangle.score_mlm(rectangle.PerturbedScorer(sc, scale, seed=1), rects)
+    # R is |N(0, 8 scale^2)| up to the control's float error: mean scale * sqrt(16 / pi)
+    se = scale * np.sqrt(8 * (1 - 2 / np.pi) / len(df))
+    assert abs(df.R.mean() - scale * np.sqrt(16 / np.pi)) < 4 * se
+    assert (df.R > 1e-3).mean() > 0.9
+    # noise on one site's conditional only: rectangles that touch that site fail, others do not
+    site = 3
+    one = rectangle.score_mlm(rectangle.PerturbedScorer(sc, scale, seed=1, site=site), rects)
+    touch = (rects.i == site) | (rects.j == site)
+    assert touch.any() and (~touch).any()
+    assert one.R[touch.numpy()].min() > 1e-4
+    assert one.R[~touch.numpy()].max() < 1e-4
+
+
+def test_perturbation_is_a_fixed_function_of_the_context(tiny_causal):
+    sc, rects = _control(tiny_causal, count=5)
+    pert = rectangle.PerturbedScorer(sc, 1.0, seed=2)
+    x, s = rects.base, rects.i
+    y = rectangle._with(x, s, rects.a_prime)                     # same context, other token at the site
+    torch.testing.assert_close(pert.noise(x, s), pert.noise(y, s))
+    assert not torch.allclose(pert.noise(x, s), pert.noise(x, rects.j))
+    assert not torch.allclose(pert.noise(x, s), rectangle.PerturbedScorer(sc, 1.0, seed=3).noise(x, s))
+
+
+def test_R_is_zero_for_an_explicit_joint_even_on_windows_with_disallowed_tokens():
+    """Sites are drawn only among allowed positions; the other positions may hold anything."""
+    k, n = 4, 4
+    log_mu = random_joint(k + 2, n, seed=5)
+    sc = exact.JointScorer(np.arange(k + 2), n, log_mu)
+    vocab = AllowedVocab(ids=torch.arange(k), tokens=tuple(map(str, range(k))), vocab_size=k + 2)
+
+    class Restricted:                    # the joint's conditionals over the candidates 0..k-1 only
+        def __init__(self):
+            self.vocab, self.max_length = vocab, n
+
+        def scores(self, states, sites):
+            return sc.scores(states, sites)[:, :k]
+
+    g = torch.Generator().manual_seed(0)
+    passages = torch.randint(k + 2, (40, n), generator=g)
+    passages = passages[vocab.contains(passages).sum(1) >= 2]
+    rects = rectangle.sample(Restricted(), passages, 60, g, top_k=3)
+    assert vocab.contains(rects.a).all() and vocab.contains(rects.b).all()
+    df = rectangle.score_mlm(Restricted(), rects)
+    assert df.R.max() < 1e-9 and (df.path1.abs() > 1e-3).any()
 
 
 def test_R_scales_as_one_over_temperature(tiny_mlm, full_scorer):
@@ -87,3 +182,71 @@ def test_grid_reduces_to_rectangle_and_vanishes_on_a_joint(tiny_mlm, full_scorer
     assert gj["mean_R"] < 1e-9 and gj["misfit"] < 1e-9
     gm = rectangle.grid(full_scorer, x, i, j, *[rectangle._grid_tokens(full_scorer, x, s, 4, torch.Generator().manual_seed(0), 20) for s in (i, j)])
     assert gm["misfit"] > 1e-3
+
+
+def _clustered(rng, clusters=30, per=10, between=1.0, within=0.1):
+    """Balanced clusters: value = cluster effect (sd ``between``) + noise (sd ``within``).
+    The standard error of the overall mean is sqrt(between^2 / G + within^2 / (G m))."""
+    effect = rng.normal(scale=between, size=clusters)
+    labels = np.repeat(np.arange(clusters), per)
+    values = effect[labels] + rng.normal(scale=within, size=clusters * per)
+    se = np.sqrt(between ** 2 / clusters + within ** 2 / (clusters * per))
+    return values, labels, se
+
+
+def test_cluster_bootstrap_width_matches_the_closed_form_where_the_naive_one_is_too_narrow():
+    from textglauber.stats import bootstrap_ci, cluster_bootstrap_ci
+
+    rng = np.random.default_rng(0)
+    ratios_cluster, ratios_naive = [], []
+    for rep in range(20):
+        values, labels, se = _clustered(rng)
+        lo, hi = cluster_bootstrap_ci(values, labels, seed=rep)
+        nlo, nhi = bootstrap_ci(values, seed=rep)
+        ratios_cluster.append((hi - lo) / (2 * 1.96 * se))
+        ratios_naive.append((nhi - nlo) / (2 * 1.96 * se))
+    # the percentile bootstrap over G = 30 clusters is narrow by about sqrt((G - 1) / G)
+    assert 0.85 < np.mean(ratios_cluster) < 1.05
+    assert np.mean(ratios_naive) < 0.4             # about 1 / sqrt(10): rectangles are not independent
+
+
+def test_cluster_bootstrap_covers_the_true_mean():
+    from textglauber.stats import bootstrap_ci, cluster_bootstrap_ci
+
+    rng = np.random.default_rng(1)
+    hit, naive_hit, reps = 0, 0, 200
+    for rep in range(reps):
+        values, labels, _ = _clustered(rng, clusters=40)
+        lo, hi = cluster_bootstrap_ci(values, labels, n_boot=500, seed=rep)
+        nlo, nhi = bootstrap_ci(values, n_boot=500, seed=rep)
+        hit += lo <= 0.0 <= hi
+        naive_hit += nlo <= 0.0 <= nhi
+    assert hit / reps > 0.88              # nominal 0.95; sd of the estimate about 0.015
+    assert naive_hit / reps < 0.6
+
+
+def test_cluster_bootstrap_with_singleton_clusters_is_the_plain_bootstrap():
+    from textglauber.stats import bootstrap_ci, cluster_bootstrap_ci
+
+    v = np.random.default_rng(2).exponential(size=50)
+    a = cluster_bootstrap_ci(v, np.arange(50), seed=3)
+    b = bootstrap_ci(v, seed=3)
+    assert a == pytest.approx(b, rel=1e-9)
+
+
+def test_summary_interval_resamples_passages():
+    """Rectangles from one passage share its R level: summary's interval has the width of a
+    cluster mean, not of independent rectangles."""
+    import pandas as pd
+
+    rng = np.random.default_rng(4)
+    widths, ses = [], []
+    for rep in range(10):
+        values, labels, se = _clustered(rng, between=0.5, within=0.05)
+        df = pd.DataFrame({"model": "m", "kind": "mlm", "seq_id": labels, "base": [[int(l), 7] for l in labels],
+                           "R": values + 2.0, "influence_ij": rng.random(len(values)),
+                           "influence_ji": rng.random(len(values))})
+        row = rectangle.summary(df, seed=rep).iloc[0]
+        widths.append(row["95% CI high"] - row["95% CI low"])
+        ses.append(se)
+    assert 0.85 < np.mean(widths) / (2 * 1.96 * np.mean(ses)) < 1.05

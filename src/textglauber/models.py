@@ -421,6 +421,45 @@ class CausalLMScorer:
         tok = logp.gather(-1, states.to(ids.device).unsqueeze(-1)).squeeze(-1)
         return tok.double().sum(dim=1).cpu()
 
+    @torch.no_grad()
+    def candidate_logprobs(self, states: torch.Tensor, sites: torch.Tensor, candidates: torch.Tensor,
+                           max_positions: int = 4096) -> torch.Tensor:
+        """log p(x with a at the site) for every candidate a, less log p(tokens before the site).
+
+        (B, K) float64. The left-out term is the same for every candidate of a row, so any ratio
+        between candidates is that of the full sequence probabilities. The tokens before the
+        site run once per row (their key/value cache is repeated for the K candidates); rows
+        are grouped by site and chunked so that at most ``max_positions`` suffix positions
+        (each with a full-vocabulary log-softmax) are held at once.
+        """
+        states, sites = states.cpu(), sites.cpu()
+        b, n = states.shape
+        cand = candidates.cpu().long()
+        k = len(cand)
+        out = torch.empty(b, k, dtype=torch.float64)
+        dev = self.lm.device
+        for site in sites.unique().tolist():
+            rows = (sites == site).nonzero().squeeze(1)
+            step = max(1, max_positions // (k * (n - site)))
+            for lo in range(0, len(rows), step):
+                r = rows[lo:lo + step]
+                g = len(r)
+                x = states[r].to(dev)
+                prefix = torch.cat([self._prefix.expand(g, -1), x[:, :site]], dim=1)
+                first = self.lm.model(input_ids=prefix, use_cache=site < n - 1)
+                total = torch.log_softmax(first.logits[:, -1].to(SCORE_DTYPE), -1)[:, cand.to(dev)].double()
+                if site < n - 1:
+                    cache = first.past_key_values
+                    cache.batch_repeat_interleave(k)
+                    tail = x[:, site:].repeat_interleave(k, dim=0)
+                    tail[:, 0] = cand.to(dev).repeat(g)
+                    logits = self.lm.model(input_ids=tail, past_key_values=cache).logits[:, :-1]
+                    logp = torch.log_softmax(logits.to(SCORE_DTYPE), -1)
+                    rest = logp.gather(-1, tail[:, 1:].unsqueeze(-1)).squeeze(-1).double().sum(1)
+                    total = total + rest.view(g, k)
+                out[r] = total.cpu()
+        return out
+
 
 def open_mlm(spec: dict, device: str | None = "auto", dtype: str | None = "auto"):
     """A chapter's masked LM from its parameter dict: (LoadedModel, MaskedLMScorer).

@@ -7,13 +7,18 @@ b -> b' at j. With l_i(a -> a' | c) = log pi_i(a'|c) - log pi_i(a|c),
     path2 = l_j(b -> b' | a at i)  + l_i(a -> a' | b' at j)
     R     = |path1 - path2|,
 
-which is 0 for any family of conditionals that comes from one joint law. For a masked LM
-the four masked inputs (site i with b or b' at j, site j with a or a' at i) of many
-rectangles go through the scorer as one batch; for a causal LM the edges are differences
-of sequence log-probabilities of the four corner states.
+which is 0 for any family of conditionals that comes from one joint law. The four
+conditionals of many rectangles (site i with b or b' at j, site j with a or a' at i) go
+through a scorer as one batch. A masked LM's scorer gives its masked conditionals; the
+joint-model control (:class:`JointConditionals`) gives conditionals derived from a causal
+LM's sequence probabilities over a fixed candidate set, pi_i(a | x_-i) proportional to
+p(x with a at i), and goes through exactly the same sampling and scoring code, so its R is
+zero only because its conditionals are compatible, up to float error.
 """
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +26,7 @@ import pandas as pd
 import torch
 
 from .models import CausalLMScorer
+from .vocabulary import AllowedVocab
 
 COLUMNS = ["model", "kind", "seq_id", "base", "i", "j", "a", "b", "a_prime", "b_prime", "temperature",
            "path1", "path2", "R", "influence_ij", "influence_ji"]
@@ -66,9 +72,10 @@ def sample(scorer, passages: torch.Tensor, count: int, gen: torch.Generator, top
            batch: int = 64) -> Rectangles:
     """``count`` rectangles over the (P, n) passages: random i != j, replacements from the top-k.
 
-    For a masked LM the top-k comes from the masked conditional at that site; for a causal
-    LM, from the next-token distribution at that position. Candidates are limited to the
-    allowed vocabulary (the full vocabulary minus special tokens for a causal LM).
+    Sites are drawn uniformly among the positions whose token lies in the scorer's allowed
+    vocabulary (every position, for windows cut from allowed tokens only); the replacement at
+    each site is drawn uniformly from the top-k of the scorer's conditional there, the current
+    token excluded.
     """
     passages = torch.as_tensor(passages, dtype=torch.long)
     p, n = passages.shape
@@ -76,25 +83,126 @@ def sample(scorer, passages: torch.Tensor, count: int, gen: torch.Generator, top
         raise ValueError("a rectangle needs n >= 2")
     if count < 1 or top_k < 1:
         raise ValueError("count and top_k must be positive")
+    allowed = scorer.vocab.contains(passages)
+    if (allowed.sum(1) < 2).any():
+        raise ValueError("every passage needs at least two positions holding allowed tokens")
     seq = torch.randint(p, (count,), generator=gen)
-    i = torch.randint(n, (count,), generator=gen)
-    j = (i + torch.randint(1, n, (count,), generator=gen)) % n
     base = passages[seq]
+    if bool(allowed.all()):
+        i = torch.randint(n, (count,), generator=gen)
+        j = (i + torch.randint(1, n, (count,), generator=gen)) % n
+    else:
+        ok = allowed[seq].double()
+        i = torch.multinomial(ok, 1, generator=gen).squeeze(1)
+        ok[torch.arange(count), i] = 0
+        j = torch.multinomial(ok, 1, generator=gen).squeeze(1)
     a2, b2 = [], []
     for lo in range(0, count, batch):
         sl = slice(lo, lo + batch)
         for site, out in ((i, a2), (j, b2)):
             x, s = base[sl], site[sl]
-            if isinstance(scorer, CausalLMScorer):
-                logits = scorer.next_token_logits(x, s)
-                ids = torch.arange(logits.shape[-1])
-                special = torch.tensor(scorer.lm.tokenizer.all_special_ids, dtype=torch.long)
-                logits[:, special] = -torch.inf
-            else:
-                logits = scorer.scores(x, s)
-                ids = scorer.vocab.ids
-            out.append(_topk_replacement(logits.cpu(), ids, x[torch.arange(len(s)), s], top_k, gen))
+            logits = scorer.scores(x, s)
+            out.append(_topk_replacement(logits.cpu(), scorer.vocab.ids, x[torch.arange(len(s)), s], top_k, gen))
     return Rectangles(seq_id=seq.numpy(), base=base, i=i, j=j, a_prime=torch.cat(a2), b_prime=torch.cat(b2))
+
+
+class JointConditionals:
+    """The conditionals of a causal LM's joint law over a fixed candidate set C (the vocab).
+
+    scores(x, i)[a] = log p(x with a at i) up to a per-row constant, so after the softmax
+    pi_i(a | x_-i) = p(x^{i<-a}) / sum over c in C of p(x^{i<-c}): a compatible family (the
+    conditionals of p restricted to C at the scored site). Each conditional costs |C| sequence
+    probabilities; rows already computed are kept (``cache``), because the rectangle sampler
+    and the scorer ask for the conditional at i given the base window twice.
+    """
+
+    def __init__(self, causal: CausalLMScorer, vocab: AllowedVocab, cache: bool = True):
+        if vocab.size < 2:
+            raise ValueError("the candidate set needs at least two tokens")
+        self.causal, self.vocab = causal, vocab
+        self._cache: dict | None = {} if cache else None
+
+    @property
+    def max_length(self) -> int:
+        return self.causal.max_length
+
+    def scores(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
+        states, sites = states.cpu(), sites.cpu()
+        if self._cache is None:
+            return self.causal.candidate_logprobs(states, sites, self.vocab.ids)
+        keys = [(x.numpy().tobytes(), int(s)) for x, s in zip(states, sites)]
+        todo = sorted({k: r for r, k in enumerate(keys) if k not in self._cache}.values())
+        if todo:
+            idx = torch.tensor(todo)
+            rows = self.causal.candidate_logprobs(states[idx], sites[idx], self.vocab.ids)
+            for r, row in zip(todo, rows):
+                self._cache[keys[r]] = row
+        return torch.stack([self._cache[k] for k in keys])
+
+
+class PerturbedScorer:
+    """A scorer with fixed random noise added to its log-scores: a control that must fail.
+
+    The noise is a standard normal per (context x_-i, site, candidate) times ``scale``, drawn
+    from a hash of the context, so the same conditional always gets the same noise. With
+    ``site`` given, only that site's conditional is perturbed. Each rectangle's R then adds
+    eight independent noise terms with signs +-1, so on a compatible family
+    E[R] = scale * sqrt(16 / pi) when every site is perturbed.
+    """
+
+    def __init__(self, inner, scale: float, seed: int = 0, site: int | None = None):
+        if scale < 0:
+            raise ValueError("scale must be non-negative")
+        self.inner, self.scale, self.seed, self.site = inner, float(scale), int(seed), site
+        self.vocab = inner.vocab
+
+    @property
+    def max_length(self) -> int:
+        return self.inner.max_length
+
+    def noise(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(len(sites), self.vocab.size, dtype=torch.float64)
+        for r, (x, s) in enumerate(zip(states.cpu(), sites.cpu().tolist())):
+            if self.site is not None and s != self.site:
+                continue
+            ctx = x.clone()
+            ctx[s] = -1                                    # the conditional does not see x_i
+            h = hashlib.blake2b(ctx.numpy().tobytes(), digest_size=8,
+                                key=f"{self.seed}:{s}".encode())
+            rng = np.random.default_rng(int.from_bytes(h.digest(), "little"))
+            out[r] = torch.from_numpy(rng.standard_normal(self.vocab.size))
+        return self.scale * out
+
+    def scores(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
+        return self.inner.scores(states, sites).double().cpu() + self.noise(states, sites)
+
+
+def candidate_vocab(tokenizer, source: str, k: int) -> AllowedVocab:
+    """The k most frequent tokens of a corpus (special tokens excluded; ties by token id)."""
+    from . import corpus
+
+    if k < 2:
+        raise ValueError("the candidate set needs at least two tokens")
+    special = set(tokenizer.all_special_ids)
+    counts = Counter(t for text in corpus.texts(source)
+                     for t in tokenizer(text, add_special_tokens=False)["input_ids"] if t not in special)
+    top = sorted(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k])
+    ids = [t for t, _ in top]
+    return AllowedVocab(ids=torch.tensor(ids, dtype=torch.long),
+                        tokens=tuple(tokenizer.convert_ids_to_tokens(ids)),
+                        vocab_size=max(len(tokenizer), max(ids) + 1))
+
+
+def control_passages(vocab: AllowedVocab, tokenizer, source: str, n: int, count: int, seed: int) -> torch.Tensor:
+    """``count`` corpus windows of n tokens with at least two positions holding candidates."""
+    from . import corpus
+
+    win = torch.unique(corpus.windows(tokenizer, source, n, 2 * count, seed), dim=0)   # sorted, no repeats
+    keep = win[vocab.contains(win).sum(1) >= 2]
+    keep = keep[torch.randperm(len(keep), generator=torch.Generator().manual_seed(seed))[:count]]
+    if len(keep) == 0:
+        raise ValueError(f"no window of corpus {source!r} holds two candidate tokens")
+    return keep
 
 
 def _with(x: torch.Tensor, pos: torch.Tensor, tok: torch.Tensor) -> torch.Tensor:
@@ -135,23 +243,6 @@ def score_mlm(scorer, rects: Rectangles, temperature: float = 1.0, batch: int = 
         cols["influence_ij"].append(_tv(i_b.exp(), i_b2.exp()))
         cols["influence_ji"].append(_tv(j_a.exp(), j_a2.exp()))
     return _frame(rects, temperature, {k: torch.cat(v).numpy() for k, v in cols.items()})
-
-
-def score_causal(scorer: CausalLMScorer, rects: Rectangles, batch: int = 64) -> pd.DataFrame:
-    """R for each rectangle of a joint model: every edge is a difference of log p of two corners."""
-    corners = []
-    for lo in range(0, len(rects), batch):
-        sl = slice(lo, lo + batch)
-        x, i, j = rects.base[sl], rects.i[sl], rects.j[sl]
-        x10 = _with(x, i, rects.a_prime[sl])
-        x01 = _with(x, j, rects.b_prime[sl])
-        x11 = _with(x10, j, rects.b_prime[sl])
-        corners.append(scorer.sequence_logprob(torch.cat([x, x10, x01, x11])).view(4, -1).T)
-    lp = torch.cat(corners).numpy()          # (N, 4): x00, x10, x01, x11
-    path1 = (lp[:, 1] - lp[:, 0]) + (lp[:, 3] - lp[:, 1])
-    path2 = (lp[:, 2] - lp[:, 0]) + (lp[:, 3] - lp[:, 2])
-    nan = np.full(len(rects), np.nan)
-    return _frame(rects, 1.0, {"path1": path1, "path2": path2, "influence_ij": nan, "influence_ji": nan})
 
 
 def _frame(rects: Rectangles, temperature: float, cols: dict) -> pd.DataFrame:
@@ -210,8 +301,13 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
     """The chapter's protocol for one model: load, cut passages, sample rectangles, score them.
 
     ``model`` is a dict with ``name``, ``kind`` ("mlm" or "causal"), ``corpus`` and optionally
-    ``whole_words`` and ``rectangles`` (a per-model count that overrides ``count``). Returns
-    (rectangles DataFrame, grid DataFrame or None, model description).
+    ``whole_words`` and ``rectangles`` (a per-model count that overrides ``count``). A causal
+    model is the joint-model control: its conditionals over the ``candidates`` (default 24)
+    most frequent tokens of its corpus (:class:`JointConditionals`) go through the same
+    sampling and scoring as a masked LM's; with ``noise`` > 0 the same rectangles are scored
+    again with that much fixed noise on every conditional (:class:`PerturbedScorer`, kind
+    "perturbed"), a copy of the control that must fail. Returns (rectangles DataFrame with
+    ``model`` and ``kind`` columns, grid DataFrame or None, model description).
     """
     from . import corpus, models
 
@@ -220,14 +316,24 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
     kind = model.get("kind", "mlm")
     count = int(model.get("rectangles", count))
     seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
+    grids, extra = None, {}
     if kind == "causal":
         lm = models.load(model["name"], kind=kind, device=device, dtype=dtype)
         _check_length(lm, n)
-        scorer = CausalLMScorer(lm)
-        passages = corpus.windows(lm.tokenizer, model["corpus"], n, count, seed)
+        vocab = candidate_vocab(lm.tokenizer, model["corpus"], int(model.get("candidates", 24)))
+        scorer = JointConditionals(CausalLMScorer(lm), vocab)
+        passages = control_passages(vocab, lm.tokenizer, model["corpus"], n, count, seed)
         rects = sample(scorer, passages, count, gen, top_k=top_k)
-        df = score_causal(scorer, rects)
-        grids = None
+        df = score_mlm(scorer, rects, temperature=temperature)
+        df.insert(0, "kind", kind)
+        noise = float(model.get("noise", 0.0))
+        if noise > 0:
+            noisy = score_mlm(PerturbedScorer(scorer, noise, seed=seed), rects, temperature=temperature)
+            noisy.insert(0, "kind", "perturbed")
+            noisy.insert(0, "model", f"{model['name']} + noise {noise:g}")
+            df.insert(0, "model", model["name"])
+            df = pd.concat([df, noisy], ignore_index=True)
+        extra = {"candidates": vocab.size, "candidate_tokens": list(vocab.tokens), "noise": noise}
     else:
         lm, scorer = models.open_mlm(model, device=device, dtype=dtype)
         _check_length(lm, n)
@@ -235,7 +341,7 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
         passages = corpus.windows(lm.tokenizer, model["corpus"], n, count, seed, vocab=vocab)
         rects = sample(scorer, passages, count, gen, top_k=top_k)
         df = score_mlm(scorer, rects, temperature=temperature)
-        grids = None
+        df.insert(0, "kind", kind)
         if grid_k >= 2 and n_grids > 0:
             rows = []
             for g in range(min(n_grids, len(rects))):
@@ -246,8 +352,9 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
                 rows.append({"grid": g, "K": grid_k, "mean_R": res["mean_R"], "misfit": res["misfit"]})
             grids = pd.DataFrame(rows)
             grids.insert(0, "model", model["name"])
-    df.insert(0, "model", model["name"])
-    return df, grids, {**lm.describe(), "corpus": model["corpus"], "n": n, "rectangles": count}
+    if "model" not in df:
+        df.insert(0, "model", model["name"])
+    return df, grids, {**lm.describe(), "corpus": model["corpus"], "n": n, "rectangles": count, **extra}
 
 
 def _check_length(lm, n: int) -> None:
@@ -282,7 +389,6 @@ def run_models(specs: list[dict], *, n: int, count: int, top_k: int, temperature
         if out is None:
             continue
         df, g, info = out
-        df.insert(1, "kind", spec.get("kind", "mlm"))
         frames.append(df)
         if g is not None:
             grids.append(g)
@@ -291,14 +397,24 @@ def run_models(specs: list[dict], *, n: int, count: int, top_k: int, temperature
     return rects, (pd.concat(grids, ignore_index=True) if grids else None), described, notes
 
 
+def passage_key(rects: pd.DataFrame) -> np.ndarray:
+    """One label per base passage: rectangles cut from the same window share a label."""
+    if "base" in rects:
+        return pd.factorize(rects["base"].map(tuple))[0]
+    return rects["seq_id"].to_numpy()
+
+
 def summary(rects: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """Per model: count, mean R with a bootstrap 95% interval, median, max, and the rank
-    correlation of R with the cross-influence of the two positions."""
-    from .stats import bootstrap_ci
+    """Per model: count, mean R with a 95% interval, median, max, and the rank correlation of R
+    with the cross-influence of the two positions.
+
+    Rectangles cut from one base passage are correlated (passages are drawn with replacement),
+    so the interval is a cluster bootstrap that resamples passages, not rectangles."""
+    from .stats import cluster_bootstrap_ci
 
     rows = []
     for (model, kind), g in rects.groupby(["model", "kind"], sort=False):
-        lo, hi = bootstrap_ci(g.R.to_numpy(), seed=seed)
+        lo, hi = cluster_bootstrap_ci(g.R.to_numpy(), passage_key(g), seed=seed)
         infl = g[["influence_ij", "influence_ji"]].mean(axis=1)
         rho = g.R.rank().corr(infl.rank()) if infl.notna().all() and len(g) > 2 else np.nan
         rows.append({"model": model, "kind": kind, "rectangles": len(g), "mean R": g.R.mean(),
@@ -318,7 +434,7 @@ def along_training(run: str, *, n: int, count: int, top_k: int, temperature: flo
     import json
 
     from . import corpus, models
-    from .stats import bootstrap_ci
+    from .stats import cluster_bootstrap_ci
     from .train_mlm import models_root
     from .vocabulary import allowed_vocabulary
 
@@ -329,12 +445,13 @@ def along_training(run: str, *, n: int, count: int, top_k: int, temperature: flo
     passages = corpus.windows(final.tokenizer, manifest["corpus"]["name"], n, count,
                               int(torch.randint(2**31 - 1, (1,), generator=gen)), vocab=vocab)
     rects = sample(models.MaskedLMScorer(final, vocab), passages, count, gen, top_k=top_k)
+    clusters = pd.factorize(pd.Series([tuple(r) for r in rects.base.tolist()]))[0]   # one label per distinct window
     rows = []
     for r in manifest["runs"]:
         for c in r["checkpoints"]:
             lm = models.load(f"trained:{run}@{c['path']}", device=device, dtype=dtype)
             R = score_mlm(models.MaskedLMScorer(lm, vocab), rects, temperature=temperature).R.to_numpy()
-            lo, hi = bootstrap_ci(R, seed=seed)
+            lo, hi = cluster_bootstrap_ci(R, clusters, seed=seed)
             rows.append({"run": run, "start": r["start"], "checkpoint": c["checkpoint"], "step": c["step"],
                          "tokens_seen": c["tokens_seen"], "fraction": c["fraction"], "top1": c["top1"],
                          "top5": c["top5"], "heldout_loss": c["heldout_loss"], "mean R": float(R.mean()),

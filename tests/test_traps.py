@@ -2,7 +2,7 @@
 import numpy as np
 import torch
 
-from textglauber import exact, margins, traps
+from textglauber import chain, exact, margins, traps, vocabulary
 from textglauber.chain import ChainRun, ChainSpec
 
 
@@ -26,7 +26,104 @@ def test_recording_every_k_steps_keeps_step_units():
     emb[100:250] = emb[100]
     steps = np.arange(401) * 10
     c = traps.consecutive_drift(emb[:, None, :])[:, 0]
-    assert traps.detect(steps, c, window=300, threshold=0.12) == [(1000, 2490)]
+    # the threshold is a rate per step: a drift near 1 per 10-step record is about 0.1 per step
+    assert traps.detect(steps, c, window=300, threshold=0.012) == [(1000, 2490)]
+    assert traps.detect(steps, c, window=300, threshold=0.12) == [(10, 4000)]
+
+
+def test_step_drift_spreads_each_interval_over_its_steps():
+    per = traps.step_drift(np.array([0, 2, 5, 6]), np.array([0.0, 0.4, 0.3, 0.0]))
+    assert np.allclose(per, [0.2, 0.2, 0.1, 0.1, 0.1, 0.0])
+
+
+def _one_move_per_interval(rng, steps, every, quiet):
+    """A per-step trajectory that moves exactly once in every ``every``-step interval outside the
+    quiet stretches (so a record every ``every`` steps sees every move) and never inside them."""
+    emb = np.empty((steps + 1, 16))
+    emb[0] = rng.normal(size=16)
+    move_at = {int(k * every + rng.integers(1, every + 1)) for k in range(steps // every)}
+    for u in range(1, steps + 1):
+        still = any(a < u <= b for a, b in quiet) or u not in move_at
+        emb[u] = emb[u - 1] if still else rng.normal(size=16)
+    return emb
+
+
+def test_the_same_trajectory_recorded_every_step_and_every_5_steps_gives_the_same_traps():
+    # at most one move between records: the drift between records is the summed per-step drift,
+    # exactly, so only the edges' 5-step resolution separates the two answers
+    rng = np.random.default_rng(4)
+    emb = _one_move_per_interval(rng, 3000, 5, quiet=[(600, 1400), (2000, 2500)])
+    fine = traps.detect(np.arange(3001), traps.consecutive_drift(emb[:, None])[:, 0], window=200, threshold=0.05)
+    coarse = traps.detect(np.arange(0, 3001, 5), traps.consecutive_drift(emb[::5, None])[:, 0], window=200,
+                          threshold=0.05)
+    assert len(fine) == len(coarse) == 2
+    for (a, b), (a5, b5) in zip(fine, coarse):
+        assert abs(a - a5) < 5 and abs(b - b5) < 5
+    assert abs(fine[0][0] - 600) <= 5 and abs(fine[0][1] - 1400) <= 5
+
+
+class _BasinScorer:
+    """Uniform conditionals over {0, 1, 2} everywhere except around a two-state basin: the states
+    that are 0 at every site but ``j``, where they hold 0 or 1. Inside it every site's conditional
+    puts score ``delta`` on the basin's tokens, so the chain flips site j back and forth (a slow
+    drift) and leaves rarely; outside it moves at nearly every step."""
+
+    def __init__(self, n: int, j: int, delta: float):
+        self.vocab = vocabulary.AllowedVocab(ids=torch.arange(3), tokens=("a", "b", "c"), vocab_size=3)
+        self.n, self.j, self.delta, self.max_length = n, j, delta, n
+
+    def scores(self, states, sites):
+        b = len(states)
+        free = torch.zeros_like(states, dtype=torch.bool)
+        free[torch.arange(b), sites] = True
+        free[:, self.j] = True
+        basin_context = ((states == 0) | free).all(1) & ((sites == self.j) | (states[:, self.j] <= 1))
+        s = torch.zeros(b, 3, dtype=torch.float64)
+        s[basin_context, 0] = self.delta
+        s[basin_context & (sites == self.j), 1] = self.delta
+        return s
+
+
+def _trapped(found, last):
+    m = np.zeros(last + 1, bool)
+    for a, b in found:
+        m[a:b + 1] = True
+    return m
+
+
+def test_one_chain_recorded_every_step_and_every_5_steps_finds_the_same_traps():
+    """The engine run twice from the same seed, recorded at two spacings: the same steps are
+    trapped up to the coarse record's resolution and the estimate where several moves fall
+    between records. A threshold applied per record (the old statistic) is 5 times stricter on
+    the coarse record and misses most of the basin visits."""
+    scorer, n, steps = _BasinScorer(6, 2, 6.0), 6, 2000
+    init = torch.randint(3, (6, n), generator=torch.Generator().manual_seed(0))
+    runs = {r: chain.run(scorer, init, ChainSpec(temperature=1.0, steps=steps, record_every=r,
+                                                checkpoint_every=steps), seed=3) for r in (1, 5)}
+    assert (runs[1].states[::5] == runs[5].states).all()                # the same chain
+    hamming = lambda st: np.eye(3)[st].reshape(*st.shape[:-1], -1)      # 1 - cos = changed sites / n
+    found = {r: [traps.detect(run.steps, traps.consecutive_drift(hamming(run.states))[:, b], 100, 0.03)
+                 for b in range(len(init))] for r, run in runs.items()}
+    fine = [_trapped(spans, steps) for spans in found[1]]
+    coarse = [_trapped(spans, steps) for spans in found[5]]
+    share = [f.mean() for f in fine]
+    assert min(share) > 0.1 and max(share) < 0.9         # both regimes occur in every chain
+    agree = [(f == c).mean() for f, c in zip(fine, coarse)]
+    assert min(agree) > 0.95, (agree, share)
+    for spans in found[1] + found[5]:
+        assert all(e1 < s2 for (_, e1), (s2, _) in zip(spans, spans[1:]))       # disjoint, in order
+
+
+def test_an_empty_catalogue_keeps_its_columns(small_scorer):
+    ids = small_scorer.vocab.ids.numpy()
+    rng = np.random.default_rng(5)
+    states = ids[rng.integers(0, 3, size=(50, 2, 3))]
+    run = ChainRun(steps=np.arange(50), states=states, gaps=None, sites=None,
+                   spec=ChainSpec(temperature=1.0, steps=49), seed=0)
+    emb = rng.normal(size=(50, 2, 8))                   # drift near 1 at every step: no trap
+    cat = traps.catalogue(run, emb, small_scorer, window=10, threshold=0.12)
+    assert len(cat) == 0 and list(cat.columns) == traps.COLUMNS
+    assert cat[cat.chain == 0].empty and cat.chain.value_counts().empty
 
 
 def test_no_flat_segment_no_trap():

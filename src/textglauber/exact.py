@@ -347,8 +347,9 @@ def trap_basins(table: "TabulatedScorer", chain_run, emb: np.ndarray, P, pi: np.
     """The traps chapter's detector on chains over an enumerable space, each trap's basin (the
     states it visited) with its exact conductance and exact mean exit time.
 
-    The detector's threshold is ``rel_threshold`` times the mean drift of one move of these chains;
-    ``idx`` as in :func:`hitting_check`."""
+    The detector's threshold, a drift rate per step, is ``rel_threshold`` times the mean drift of one
+    move of these chains (with a record at every step, as :func:`tabulated_chains` makes, each
+    nonzero drift between records is one move); ``idx`` as in :func:`hitting_check`."""
     import pandas as pd
 
     from . import traps

@@ -145,21 +145,23 @@ def nli_models(tmp_path_factory):
     return tok, model, root
 
 
-def _direct(tok, model, index):
-    """Per text, the softmax over labels of logit[index] of (text, "This example is {label}."),
-    one unpadded forward pass per pair."""
-    out = np.empty((len(NLI_TEXTS), len(NLI_LABELS)))
+@pytest.fixture(scope="module")
+def direct_logits(nli_models):
+    """(text, label, class) logits of (text, "This example is {label}."), one unpadded forward pass
+    per pair, straight from the MNLI-layout model."""
+    tok, model, _ = nli_models
+    out = np.empty((len(NLI_TEXTS), len(NLI_LABELS), len(MNLI)))
     with torch.no_grad():
         for a, text in enumerate(NLI_TEXTS):
             for b, label in enumerate(NLI_LABELS):
                 enc = tok(text, f"This example is {label}.", return_tensors="pt")
-                out[a, b] = model(**enc).logits[0, index].item()
-    return topics._softmax(out)
+                out[a, b] = model(**enc).logits[0].numpy()
+    return out
 
 
-def test_nli_scorer_is_the_softmax_over_labels_of_the_entailment_logit(nli_models):
-    tok, model, root = nli_models
-    want = _direct(tok, model, index=2)
+def test_nli_scorer_is_the_softmax_over_labels_of_the_entailment_logit(nli_models, direct_logits):
+    _, _, root = nli_models
+    want = topics._softmax(direct_logits[:, :, 2])              # per text, softmax over labels
     assert np.abs(want - 1 / len(NLI_LABELS)).max() > 0.05     # far from uniform: the check has teeth
     for folder in ("mnli", "permuted"):                         # the index comes from label2id, not a position
         sc = topics.NLITopicScorer(str(root / folder), NLI_LABELS, device="cpu", dtype="float32", batch=4)
@@ -169,19 +171,20 @@ def test_nli_scorer_is_the_softmax_over_labels_of_the_entailment_logit(nli_model
         np.testing.assert_allclose(got.sum(1), 1.0, atol=1e-6)
 
 
-def test_nli_scorer_check_can_fail(nli_models):
+def test_nli_scorer_check_can_fail(nli_models, direct_logits):
     """The same direct computation on the contradiction or neutral logit gives another answer."""
-    tok, model, root = nli_models
+    _, _, root = nli_models
     got = topics.NLITopicScorer(str(root / "mnli"), NLI_LABELS, device="cpu", dtype="float32")(NLI_TEXTS)
+    np.testing.assert_allclose(got, topics._softmax(direct_logits[:, :, 2]), atol=1e-5)
     for wrong in (0, 1):
-        assert np.abs(got - _direct(tok, model, index=wrong)).max() > 0.05
+        assert np.abs(got - topics._softmax(direct_logits[:, :, wrong])).max() > 0.05
 
 
 def test_nli_scorer_agrees_with_the_zero_shot_pipeline(nli_models):
     """transformers' single-label zero-shot pipeline is an independent implementation of the rule."""
     from transformers import pipeline
 
-    tok, model, root = nli_models
+    _, _, root = nli_models
     got = topics.NLITopicScorer(str(root / "permuted"), NLI_LABELS, device="cpu", dtype="float32")(NLI_TEXTS)
     pipe = pipeline("zero-shot-classification", model=str(root / "permuted"), tokenizer=str(root / "permuted"),
                     device="cpu")

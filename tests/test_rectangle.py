@@ -68,29 +68,32 @@ def _control(tiny_causal, k=12, count=40, n=10, seed=0):
     return sc, rects
 
 
-def test_joint_conditionals_are_sequence_probability_ratios(tiny_causal):
+@pytest.fixture(scope="module")
+def control(tiny_causal):
+    """The tiny causal LM's joint conditionals over its 12 most frequent tokens, with 40 rectangles."""
+    return _control(tiny_causal)
+
+
+def test_joint_conditionals_are_sequence_probability_ratios(tiny_causal, control):
     """Each row of the control's scores is log p(x with a at i) up to one constant per row,
-    checked against full-sequence log-probabilities computed one sequence at a time."""
-    sc, rects = _control(tiny_causal, count=6)
+    checked against full-sequence log-probabilities of every candidate sequence."""
+    sc, rects = control
     causal = models.CausalLMScorer(tiny_causal)
-    n = rects.base.shape[1]
-    first, last = torch.zeros(len(rects), dtype=torch.long), torch.full((len(rects),), n - 1)
-    for sites in (rects.i, rects.j, first, last):         # the edge sites have no prefix / no suffix
-        got = sc.scores(rects.base, sites)
-        for r in range(len(sites)):
-            want = []
-            for a in sc.vocab.ids:
-                y = rects.base[r].clone()
-                y[sites[r]] = a
-                want.append(causal.sequence_logprob(y.unsqueeze(0))[0])
-            d = got[r] - torch.stack(want)
-            assert float(d.max() - d.min()) < 1e-4
+    x = rects.base[:4]
+    n, k = x.shape[1], sc.vocab.size
+    for sites in (rects.i[:4], rects.j[:4], torch.zeros(4, dtype=torch.long), torch.full((4,), n - 1)):
+        got = rectangle.JointConditionals(causal, sc.vocab, cache=False).scores(x, sites)
+        variants = x.repeat_interleave(k, 0)
+        variants[torch.arange(len(variants)), sites.repeat_interleave(k)] = sc.vocab.ids.repeat(len(x))
+        want = causal.sequence_logprob(variants).view(len(x), k)
+        d = got - want
+        assert float((d.max(1).values - d.min(1).values).max()) < 1e-4
 
 
-def test_control_edges_equal_sequence_log_probability_differences(tiny_causal):
+def test_control_edges_equal_sequence_log_probability_differences(tiny_causal, control):
     """The arithmetic of the control, checked directly: path1 and path2 both equal
     log p(x11) - log p(x00), where the corners' log-probabilities come from whole sequences."""
-    sc, rects = _control(tiny_causal, count=20)
+    sc, rects = control
     df = rectangle.score_mlm(sc, rects)
     causal = models.CausalLMScorer(tiny_causal)
     x11 = rectangle._with(rectangle._with(rects.base, rects.i, rects.a_prime), rects.j, rects.b_prime)
@@ -99,8 +102,8 @@ def test_control_edges_equal_sequence_log_probability_differences(tiny_causal):
     np.testing.assert_allclose(df.path2, direct, atol=1e-4)
 
 
-def test_R_is_zero_for_the_causal_control_through_the_mlm_code_path(tiny_causal):
-    sc, rects = _control(tiny_causal, count=40)
+def test_R_is_zero_for_the_causal_control_through_the_mlm_code_path(control):
+    sc, rects = control
     assert sc.vocab.contains(rects.a_prime).all() and sc.vocab.contains(rects.b_prime).all()
     assert (rects.a_prime != rects.a).all() and (rects.b_prime != rects.b).all()
     df = rectangle.score_mlm(sc, rects)
@@ -111,9 +114,9 @@ def test_R_is_zero_for_the_causal_control_through_the_mlm_code_path(tiny_causal)
     assert hot.R.max() < 1e-4
 
 
-def test_perturbed_control_fails(tiny_causal):
+def test_perturbed_control_fails(control):
     """Noise on the conditionals breaks compatibility and the same code path sees it."""
-    sc, rects = _control(tiny_causal, count=60)
+    sc, rects = control
     scale = 0.2
     df = rectangle.score_mlm(rectangle.PerturbedScorer(sc, scale, seed=1), rects)
     # R is |N(0, 8 scale^2)| up to the control's float error: mean scale * sqrt(16 / pi)
@@ -121,21 +124,21 @@ def test_perturbed_control_fails(tiny_causal):
     assert abs(df.R.mean() - scale * np.sqrt(16 / np.pi)) < 4 * se
     assert (df.R > 1e-3).mean() > 0.9
     # noise on one site's conditional only: rectangles that touch that site fail, others do not
-    site = 3
+    site = int(rects.i[0])
     one = rectangle.score_mlm(rectangle.PerturbedScorer(sc, scale, seed=1, site=site), rects)
-    touch = (rects.i == site) | (rects.j == site)
+    touch = ((rects.i == site) | (rects.j == site)).numpy()
     assert touch.any() and (~touch).any()
-    assert one.R[touch.numpy()].min() > 1e-4
-    assert one.R[~touch.numpy()].max() < 1e-4
+    assert one.R[touch].min() > 1e-4
+    assert one.R[~touch].max() < 1e-4
 
 
-def test_perturbation_is_a_fixed_function_of_the_context(tiny_causal):
-    sc, rects = _control(tiny_causal, count=5)
+def test_perturbation_is_a_fixed_function_of_the_context(control):
+    sc, rects = control
     pert = rectangle.PerturbedScorer(sc, 1.0, seed=2)
-    x, s = rects.base, rects.i
-    y = rectangle._with(x, s, rects.a_prime)                     # same context, other token at the site
+    x, s = rects.base[:5], rects.i[:5]
+    y = rectangle._with(x, s, rects.a_prime[:5])                 # same context, other token at the site
     torch.testing.assert_close(pert.noise(x, s), pert.noise(y, s))
-    assert not torch.allclose(pert.noise(x, s), pert.noise(x, rects.j))
+    assert not torch.allclose(pert.noise(x, s), pert.noise(x, rects.j[:5]))
     assert not torch.allclose(pert.noise(x, s), rectangle.PerturbedScorer(sc, 1.0, seed=3).noise(x, s))
 
 

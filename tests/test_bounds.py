@@ -114,3 +114,17 @@ def test_states_with_k_copies(small_scorer):
     assert ((s == tok).sum(1) == 3).all()
     with pytest.raises(ValueError):
         margins.states_with_k(passages, tok, 9, 1, torch.Generator())
+
+
+def test_an_estimate_below_one_does_not_establish_the_condition(small_scorer):
+    """One context and one replacement per site put alpha-hat(4) below one while the exact
+    alpha(4) is above it: the chapter's table must not call alpha-hat < 1 contraction, nor its
+    t_mix figure a bound."""
+    states = torch.as_tensor(exact.enumerate_states(np.sort(small_scorer.vocab.ids.numpy()), 4))
+    truth = influence.influence(small_scorer, states, [4.0], top_k=None)
+    res, table = influence.experiment(small_scorer, states, [4.0], n_contexts=1, top_k=1, extra=0,
+                                      gen=torch.Generator().manual_seed(0))
+    assert res.alpha[0] < 1 <= truth.alpha[0]
+    assert not res.exhaustive and truth.exhaustive
+    assert "t_mix bound" not in table.columns and "contracts" not in table.columns
+    assert bool(table["alpha-hat < 1"].iloc[0]) and np.isfinite(table["t_mix if alpha-hat were alpha"].iloc[0])

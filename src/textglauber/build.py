@@ -56,6 +56,18 @@ def preflight(profile: str, chapters: list[str]) -> None:
         raise SystemExit(f"profile {profile!r} cannot run:\n" + "\n".join(problems))
 
 
+def build_artifacts(names: list[str]) -> None:
+    """Expensive intermediates a profile needs, each built once and cached: ``standins`` (the
+    paper profile's local stand-ins, _build/standins/) or a training preset (_build/models/<name>)."""
+    from . import standins, train_mlm
+
+    for name in names:
+        if name == "standins":
+            standins.ensure()
+        else:
+            train_mlm.ensure(name)
+
+
 def stage(profile: str, build_root: Path) -> Path:
     root = repo_root()
     dst = build_root / profile
@@ -195,10 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown chapter(s) {unknown}; profile {a.profile!r} has {list(spec['chapters'])}")
     staged = stage(a.profile, Path(a.build_dir))
     if not a.no_execute:
-        from .train_mlm import ensure
-
-        for artifact in spec.get("artifacts", []):      # one-time, cached: _build/models/<name>
-            ensure(artifact)
+        build_artifacts(spec.get("artifacts", []))
         preflight(a.profile, chapters)
         for ch in chapters:
             execute(a.profile, ch, staged, Path(a.results))

@@ -16,11 +16,55 @@ def profiles() -> list[str]:
     return sorted(p.stem for p in (repo_root() / "params").glob("*.yaml"))
 
 
+DERIVED_KEYS = ("profile", "derive", "description", "artifacts", "defaults", "replace", "sizes")
+
+
+def _renamed(value, replace: dict):
+    """``value`` with every string that names a key of ``replace`` (alone, or after a ``kind:``
+    prefix such as ``sentence:`` or ``nli:``) swapped for its stand-in, recursively."""
+    if isinstance(value, dict):
+        return {k: _renamed(v, replace) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renamed(v, replace) for v in value]
+    if isinstance(value, str):
+        if value in replace:
+            return replace[value]
+        kind, sep, rest = value.partition(":")
+        if sep and rest in replace:
+            return f"{kind}:{replace[rest]}"
+    return value
+
+
+def derive(base: dict, spec: dict, path: Path) -> dict:
+    """A profile written as another one with names replaced and counts scaled (``derive:``)."""
+    unknown = sorted(set(spec) - set(DERIVED_KEYS))
+    if unknown:
+        raise ValueError(f"{path}: a derived profile holds only {DERIVED_KEYS}; found {unknown}")
+    out = {"profile": spec.get("profile", path.stem), "description": spec.get("description", base.get("description")),
+           "defaults": {**base.get("defaults", {}), **(spec.get("defaults") or {})},
+           "artifacts": list(spec.get("artifacts", base.get("artifacts", []))), "derived_from": spec["derive"]}
+    replace = spec.get("replace") or {}
+    out["chapters"] = _renamed(base["chapters"], replace)
+    for chapter, sizes in (spec.get("sizes") or {}).items():
+        if chapter not in out["chapters"]:
+            raise ValueError(f"{path}: sizes for chapter {chapter!r}, which {spec['derive']!r} does not have")
+        prm = out["chapters"][chapter]["parameters"]
+        extra = sorted(set(sizes) - set(prm))
+        if extra:
+            raise ValueError(f"{path}: sizes {extra} are not parameters of chapter {chapter!r} in {spec['derive']!r}")
+        prm.update(sizes)
+    return out
+
+
 def load_profile(profile: str) -> dict:
     path = profile_path(profile)
     if not path.exists():
         raise ValueError(f"unknown profile {profile!r}; known: {', '.join(profiles())}")
     spec = yaml.safe_load(path.read_text())
+    if isinstance(spec, dict) and "derive" in spec:
+        if spec["derive"] == profile:
+            raise ValueError(f"{path} derives from itself")
+        spec = derive(load_profile(spec["derive"]), spec, path)
     if not isinstance(spec, dict) or "chapters" not in spec:
         raise ValueError(f"{path} must hold a mapping with a 'chapters' section")
     for name, ch in spec["chapters"].items():

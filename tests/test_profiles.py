@@ -1,0 +1,56 @@
+"""Profiles: the stand-in profile is the paper profile with names replaced and counts scaled, so a
+change to params/paper.yaml is exercised by the stand-in run."""
+import pytest
+import yaml
+
+from textglauber import params as P
+
+SIZE_KEYS = {"n_rectangles", "n_grids", "n_contexts", "top_k", "extra", "drift_states", "trials", "steps", "pairs",
+             "budget", "chains", "checkpoint_every", "seeds_per_topic", "chains_per_seed", "prefix_chains", "rectangles"}
+
+
+def _strings(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
+def test_standin_is_paper_with_names_and_counts_only():
+    paper, standin = P.load_profile("paper"), P.load_profile("standin")
+    raw = yaml.safe_load(P.profile_path("standin").read_text())
+    replace = raw["replace"]
+    assert list(standin["chapters"]) == list(paper["chapters"])
+    paper_strings = set(_strings(paper["chapters"]))
+    for hub in replace:                          # no stale entry: each replaced name is used by paper
+        assert any(s == hub or s.endswith(":" + hub) for s in paper_strings), hub
+    for ch, spec in paper["chapters"].items():
+        a, b = spec["parameters"], standin["chapters"][ch]["parameters"]
+        assert set(a) == set(b), ch
+        assert spec["notebook"] == standin["chapters"][ch]["notebook"]
+        for key in a:
+            if key in raw["sizes"].get(ch, {}):
+                assert key in SIZE_KEYS, (ch, key)
+                assert b[key] <= a[key], (ch, key)          # scaled down, never up
+            else:
+                assert b[key] == P._renamed(a[key], replace), (ch, key)
+    # no hub name survives: every model and corpus of the stand-in run is local
+    for ch in standin["chapters"]:
+        prm = P.chapter_parameters("standin", ch)
+        for name in P.model_names(prm) + P.corpus_names(prm):
+            assert name.startswith("_build/standins/"), (ch, name)
+
+
+def test_derive_refuses_what_is_not_a_name_or_a_count(tmp_path, monkeypatch):
+    base = P.load_profile("paper")
+    bad = {"profile": "x", "derive": "paper", "sizes": {"bounds": {"not_a_parameter": 1}}}
+    with pytest.raises(ValueError, match="not parameters"):
+        P.derive(base, bad, tmp_path / "x.yaml")
+    with pytest.raises(ValueError, match="holds only"):
+        P.derive(base, {"derive": "paper", "chapters": {}}, tmp_path / "x.yaml")
+    renamed = P._renamed({"a": ["nli:foo", "foo", {"m": "sentence:foo"}, "foobar"]}, {"foo": "L"})
+    assert renamed == {"a": ["nli:L", "L", {"m": "sentence:L"}, "foobar"]}

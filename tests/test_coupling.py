@@ -151,3 +151,20 @@ def test_fast_threshold_reads_a_censored_longest_length_as_beyond_the_budget():
     assert coupling.fast_threshold(gap) == [(4, 2.0)]
     both = pd.DataFrame({"n": [4, 8], "temperature": [1.0, 1.0], "median": [np.nan, np.nan]})
     assert coupling.threshold_trend(coupling.fast_threshold(both)).startswith("cannot be located")
+
+
+def test_couple_never_touches_a_frozen_prefix(table):
+    """prefix_len = n - 1 leaves one free site; both chains then see the same context there, so the
+    maximal coupling joins every pair at its first step (tau = 1 exactly, which fails if a prefix
+    site is ever drawn). Pairs that differ inside the prefix can never join, while the same pairs
+    with nothing frozen do."""
+    s = torch.as_tensor(table.chain.states)
+    g = torch.Generator().manual_seed(3)
+    xi, yi = np.nonzero(((s[:, None, :2] == s[None, :, :2]).all(-1) & (s[:, None, 2] != s[None, :, 2])).numpy())
+    run = coupling.couple(table, s[xi], s[yi], 1.0, 50, g, prefix_len=2)
+    assert len(xi) == 54 and (run.tau == 1).all()
+    xi, yi = np.nonzero((s[:, None, 0] != s[None, :, 0]).numpy())
+    frozen = coupling.couple(table, s[xi], s[yi], 1.0, 200, g, prefix_len=1)
+    assert frozen.censored.all()
+    free = coupling.couple(table, s[xi], s[yi], 1.0, 200, g)
+    assert (~free.censored).mean() > 0.9

@@ -130,3 +130,196 @@ def test_hitting_check_on_hamming_embedding_hits_at_the_first_move(small_scorer)
     first = runs.steps[moved.argmax(0)]
     out = exact.hitting_check(table, runs, emb, pi, rel_delta=1e-9)
     assert out["hitting censored"] == 0 and out["hitting time (median)"] == np.median(first)
+
+
+def _tmix_by_definition(P, eps, t_max=5_000):
+    """t_mix for each of the levels ``eps`` straight from the definition: P^t by one-step
+    products, worst start, first t with max_x TV(P^t(x, .), pi) <= eps."""
+    levels = np.atleast_1d(eps)
+    pi = exact.stationary(P)
+    D, out = np.eye(len(pi)), {}
+    for t in range(1, t_max + 1):
+        D = D @ P
+        d = 0.5 * np.abs(D - pi).sum(1).max()
+        out.update({e: t for e in levels if e not in out and d <= e})
+        if len(out) == len(levels):
+            return [out[e] for e in levels] if np.ndim(eps) else out[float(eps)]
+    raise AssertionError("no mixing within t_max")
+
+
+class _RandomScorer:
+    """Incompatible conditionals on {0..k-1}^n: an independent Gaussian score vector for every
+    (site, context), so the chain is a generic non-reversible one."""
+
+    def __init__(self, k, n, seed, spread=2.0):
+        from textglauber.vocabulary import AllowedVocab
+
+        ids = torch.arange(k)
+        self.vocab = AllowedVocab(ids=ids, tokens=tuple(str(i) for i in range(k)), vocab_size=k)
+        self.n = n
+        self.chain = exact.ExactChain(states=exact.enumerate_states(np.arange(k), n), kernel=None,
+                                      free=list(range(n)), vocab_ids=np.arange(k))
+        self.w = np.random.default_rng(seed).normal(scale=spread, size=(k ** n, n, k))
+
+    @property
+    def max_length(self):
+        return self.n
+
+    def scores(self, states, sites):
+        x, s = states.numpy().copy(), sites.numpy()
+        x[np.arange(len(x)), s] = 0                        # the context: site i blanked
+        return torch.as_tensor(self.w[self.chain.index(x), s])
+
+
+@pytest.mark.parametrize("k,n", [(3, 4), (2, 5), (3, 5)])
+def test_mixing_time_equals_the_definition_on_random_chains(k, n):
+    """Random joints (compatible, reversible) and random scorers (incompatible), n = 4 and 5,
+    several temperatures and eps: the fast search must give the first t of the definition (the
+    old bisection was wrong in 66 of these 108 cases)."""
+    levels = [0.25, 1 / (4 * np.e), 0.05]
+    for seed in range(2):
+        for sc in (exact.JointScorer(np.arange(k), n, np.random.default_rng(seed).normal(size=k ** n)),
+                   _RandomScorer(k, n, seed)):
+            for T in (0.5, 1.0, 2.0):
+                P = exact.glauber_kernel(sc, n, T).kernel
+                assert [exact.mixing_time(P, e) for e in levels] == _tmix_by_definition(P, levels), \
+                    (type(sc).__name__, seed, T)
+
+
+def test_mixing_time_of_the_tiny_mlm_at_n4(small_scorer):
+    """The case that exposed the stale base of the bisection: true 14, the old search said 16."""
+    P = exact.glauber_kernel(small_scorer, 4, 2.0).kernel
+    assert _tmix_by_definition(P, 0.25) == 14
+    assert exact.mixing_time(P, 0.25) == 14
+    for T in (0.5, 1.0):
+        P = exact.glauber_kernel(small_scorer, 4, T).kernel
+        levels = [0.25, 1 / (4 * np.e)]
+        assert [exact.mixing_time(P, e) for e in levels] == _tmix_by_definition(P, levels)
+
+
+def test_mixing_time_of_rxnmapper_albert_at_n4():
+    """A real packaged model restricted to {C, c, O, N}, n = 4, T = 1: true 50 at eps = 1/4 and
+    81 at eps = 1/(4e) (the old search said 64 and 96)."""
+    from textglauber import models, vocabulary
+
+    try:
+        lm = models.load("package:rxnmapper-albert", device="cpu", dtype="float32")
+    except models.ModelUnavailableError as exc:
+        pytest.skip(str(exc))
+    sc = models.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(lm.tokenizer, tokens=["C", "c", "O", "N"]))
+    P = exact.glauber_kernel(sc, 4, 1.0).kernel
+    assert _tmix_by_definition(P, [0.25, 1 / (4 * np.e)]) == [50, 81]
+    assert exact.mixing_time(P, 0.25) == 50 and exact.mixing_time(P, 1 / (4 * np.e)) == 81
+
+
+def _direct_row(lm, tokens, x, temperature):
+    """Row x of the Glauber kernel from plain model calls: mask site i, take the model's logits for
+    the named tokens, softmax at T. Returns {next state (tuple): probability}."""
+    tok_ids = lm.tokenizer.convert_tokens_to_ids(list(tokens))
+    row = {}
+    for i in range(len(x)):
+        masked = list(x)
+        masked[i] = lm.tokenizer.mask_token_id
+        ids = torch.tensor([lm.prefix_ids + masked + lm.suffix_ids])
+        with torch.no_grad():
+            logits = lm.model(input_ids=ids).logits[0, len(lm.prefix_ids) + i, tok_ids].double()
+        p = torch.softmax(logits / temperature, -1).numpy()
+        for a, pa in zip(tok_ids, p):
+            y = list(x)
+            y[i] = a
+            row[tuple(y)] = row.get(tuple(y), 0.0) + pa / len(x)
+    return row
+
+
+def test_allowed_vocabulary_given_out_of_order_gives_the_same_chain(tiny_mlm, small_scorer):
+    """A reversed id list is sorted on construction with its tokens kept aligned, so the exact
+    kernel, its stationary law and the engine's draws are those of the sorted vocabulary, and the
+    kernel matches plain model calls on the named tokens."""
+    from textglauber import chain, models, vocabulary
+
+    v = small_scorer.vocab
+    rev = vocabulary.AllowedVocab(ids=v.ids.flip(0), tokens=v.tokens[::-1], vocab_size=v.vocab_size)
+    assert torch.equal(rev.ids, v.ids) and rev.tokens == v.tokens
+    assert list(rev.tokens) == tiny_mlm.tokenizer.convert_ids_to_tokens(rev.ids.tolist())
+    assert rev.index_of(torch.tensor(v.ids.tolist()[::-1])).tolist() == [2, 1, 0]
+    sc = models.MaskedLMScorer(tiny_mlm, rev)
+    T = 0.7
+    a, b = exact.glauber_kernel(small_scorer, 3, T), exact.glauber_kernel(sc, 3, T)
+    np.testing.assert_allclose(b.kernel, a.kernel, atol=1e-12)
+    np.testing.assert_allclose(exact.stationary(b.kernel), exact.stationary(a.kernel), atol=1e-12)
+    x = b.states[5]
+    for y, p in _direct_row(tiny_mlm, ["ran", "dog", "the"], x.tolist(), T).items():
+        assert b.kernel[5, b.index(np.array(y))] == pytest.approx(p, abs=1e-5)
+    # the engine: 4000 chains one step from x land on the kernel's row x
+    run = chain.run(sc, torch.as_tensor(x).repeat(4000, 1), chain.ChainSpec(temperature=T, steps=1), seed=0)
+    freq = np.bincount(b.index(run.states[-1]), minlength=len(b.states)) / 4000
+    assert exact.tv(freq, b.kernel[5]) < 0.03
+
+
+def test_allowed_vocabulary_refuses_repeated_or_out_of_range_ids():
+    from textglauber.vocabulary import AllowedVocab
+
+    with pytest.raises(ValueError, match="twice"):
+        AllowedVocab(ids=torch.tensor([3, 1, 3]), tokens=("a", "b", "c"), vocab_size=5)
+    with pytest.raises(ValueError, match="lie in"):
+        AllowedVocab(ids=torch.tensor([1, 7]), tokens=("a", "b"), vocab_size=5)
+    with pytest.raises(ValueError, match="tokens"):
+        AllowedVocab(ids=torch.tensor([1, 2]), tokens=("a",), vocab_size=5)
+
+
+def test_exact_chain_refuses_tokens_outside_the_vocabulary():
+    ch = exact.ExactChain(states=exact.enumerate_states(np.array([2, 5]), 2), kernel=None, free=[0, 1],
+                          vocab_ids=np.array([2, 5]))
+    assert ch.index(np.array([[5, 2], [5, 5]])).tolist() == [2, 3]
+    with pytest.raises(ValueError, match="outside"):
+        ch.index(np.array([[5, 3]]))
+    with pytest.raises(ValueError, match="increasing"):
+        exact.ExactChain(states=ch.states, kernel=None, free=[0, 1], vocab_ids=np.array([5, 2]))
+
+
+def _kernel_by_hand(scorer, states, free, temperature):
+    """The Glauber kernel over the listed states (a frozen prefix on the other sites), free site by
+    free site, state by state, token by token: P(x, x^{i<-a}) += pi_i^T(a | x_{-i}) / |free|."""
+    where = {tuple(s): r for r, s in enumerate(states.tolist())}
+    ids = scorer.vocab.ids.tolist()
+    P = np.zeros((len(states), len(states)))
+    for i in free:
+        probs = torch.softmax(scorer.scores(torch.as_tensor(states), torch.full((len(states),), i)).double()
+                              / temperature, -1).numpy()
+        for r, (x, p) in enumerate(zip(states.tolist(), probs)):
+            for a, pa in zip(ids, p):
+                y = list(x)
+                y[i] = a
+                P[r, where[tuple(y)]] += pa / len(free)        # KeyError if a prefix site moved
+    return P
+
+
+def test_frozen_prefix_kernel_is_the_chain_over_the_free_sites(small_scorer):
+    """Tiny MLM, n = 4, prefix of one or two tokens: only states carrying the prefix, rows sum to
+    one, and the kernel equals the hand-built kernel over the free sites (the prefix conditions
+    every score but is never resampled)."""
+    for prefix in ([int(small_scorer.vocab.ids[1])], small_scorer.vocab.ids[[2, 0]].tolist()):
+        ch = exact.glauber_kernel(small_scorer, 4, 0.8, prefix=np.array(prefix))
+        assert len(ch.states) == 3 ** (4 - len(prefix)) and ch.free == list(range(len(prefix), 4))
+        assert (ch.states[:, :len(prefix)] == prefix).all()
+        np.testing.assert_allclose(ch.kernel.sum(1), 1.0, atol=1e-12)
+        np.testing.assert_allclose(ch.kernel, _kernel_by_hand(small_scorer, ch.states, ch.free, 0.8), atol=1e-6)
+
+
+def test_frozen_prefix_of_a_joint_samples_its_conditional_law():
+    """For an explicit joint mu, the chain with a frozen prefix is the Glauber chain of
+    mu(. | prefix): its stationary law is mu restricted to the prefix, renormalised."""
+    k, n, prefix = 3, 4, np.array([2, 0])
+    log_mu = np.random.default_rng(7).normal(scale=2.0, size=k ** n)
+    sc = exact.JointScorer(np.arange(k), n, log_mu)
+    ch = exact.glauber_kernel(sc, n, 1.0, prefix=prefix)
+    cond = np.exp(log_mu[sc.chain.index(ch.states)])
+    np.testing.assert_allclose(exact.stationary(ch.kernel), cond / cond.sum(), atol=1e-12)
+    np.testing.assert_allclose(ch.kernel, _kernel_by_hand(sc, ch.states, ch.free, 1.0), atol=1e-12)
+
+
+def test_tabulated_chains_keep_the_tables_prefix(small_scorer):
+    table = exact.TabulatedScorer(small_scorer, 4, prefix=small_scorer.vocab.ids[[1]].numpy())
+    runs = exact.tabulated_chains(table, 1.0, 8, 100, torch.Generator().manual_seed(0))
+    assert (runs.states[:, :, 0] == int(small_scorer.vocab.ids[1])).all()
+    assert len(np.unique(table.chain.index(runs.states))) > 9          # the free sites did move

@@ -25,12 +25,20 @@ class ExactChain:
     states: np.ndarray        # (S, n) token ids, row s is state s
     kernel: np.ndarray | sp.csr_matrix   # (S, S) row-stochastic
     free: list[int]           # the free sites
-    vocab_ids: np.ndarray     # (K,)
+    vocab_ids: np.ndarray     # (K,) strictly increasing, the order of the enumeration
+
+    def __post_init__(self):
+        self.vocab_ids = np.asarray(self.vocab_ids)
+        if (np.diff(self.vocab_ids) <= 0).any():
+            raise ValueError("vocab_ids must be strictly increasing (the enumeration's order)")
 
     def index(self, states: np.ndarray) -> np.ndarray:
         """Row index of each state (…, n) in ``self.states``."""
         k = len(self.vocab_ids)
-        pos = np.searchsorted(self.vocab_ids, states[..., self.free])
+        free = np.asarray(states)[..., self.free]
+        pos = np.searchsorted(self.vocab_ids, free)
+        if (pos >= k).any() or (self.vocab_ids[np.minimum(pos, k - 1)] != free).any():
+            raise ValueError("a state holds a token outside the allowed vocabulary")
         return (pos * (k ** np.arange(len(self.free) - 1, -1, -1))).sum(-1)
 
 
@@ -62,7 +70,9 @@ def conditionals(scorer, states: np.ndarray, sites: list[int], temperature: floa
 
 
 def glauber_kernel(scorer, n: int, temperature: float, prefix: np.ndarray | None = None) -> ExactChain:
-    vocab_ids = np.sort(scorer.vocab.ids.numpy())
+    """The exact kernel on every state that carries the frozen ``prefix`` (never resampled, but
+    seen by every score) and a token of A at each of the n - len(prefix) free sites."""
+    vocab_ids = scorer.vocab.ids.numpy()          # sorted by AllowedVocab: the scores' column order
     states = enumerate_states(vocab_ids, n, prefix)
     p0 = 0 if prefix is None else len(prefix)
     free = list(range(p0, n))
@@ -166,8 +176,9 @@ class JointScorer:
 def mixing_time(P, eps: float = 0.25, t_max: int = 10**9, pi: np.ndarray | None = None) -> int:
     """Exact t_mix(eps) = min t with d(t) = max over starts x of TV(P^t(x, .), pi) <= eps.
 
-    d(t) is non-increasing, so the search doubles t with repeated squaring and then bisects,
-    using O(log^2 t) matrix products instead of t of them."""
+    d(t) is non-increasing, so repeated squaring finds k with d(2^(k-1)) > eps >= d(2^k); then
+    the last t with d(t) > eps is built bit by bit from the top, keeping M = P^t for the current
+    t: O(log t) matrix products instead of t of them."""
     pi = stationary(P) if pi is None else pi
     dense = _dense(P)
 
@@ -181,22 +192,13 @@ def mixing_time(P, eps: float = 0.25, t_max: int = 10**9, pi: np.ndarray | None 
         powers.append(powers[-1] @ powers[-1])
     if len(powers) == 1:
         return 1
-    # the answer lies in (2^(k-1), 2^k]; bisect on t, building P^t from the binary powers
-    lo, hi = 2 ** (len(powers) - 2), 2 ** (len(powers) - 1)
-    base = powers[-2]                      # P^lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        M, rest, k = base, mid - lo, 0
-        while rest:
-            if rest & 1:
-                M = M @ powers[k]
-            rest >>= 1
-            k += 1
-        if d(M) <= eps:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    # d(2^(k-1)) > eps >= d(2^k): grow t = 2^(k-1) by each lower power of two that keeps d(t) > eps
+    t, M = 2 ** (len(powers) - 2), powers[-2]
+    for j in range(len(powers) - 3, -1, -1):
+        trial = M @ powers[j]             # P^(t + 2^j)
+        if d(trial) > eps:
+            t, M = t + 2 ** j, trial
+    return t + 1
 
 
 class TabulatedScorer:
@@ -208,7 +210,7 @@ class TabulatedScorer:
     def __init__(self, scorer, n: int, prefix: np.ndarray | None = None):
         self.vocab = scorer.vocab
         self.n = n
-        vocab_ids = np.sort(scorer.vocab.ids.numpy())
+        vocab_ids = scorer.vocab.ids.numpy()          # sorted by AllowedVocab
         self.chain = ExactChain(states=enumerate_states(vocab_ids, n, prefix), kernel=None,
                                 free=list(range(0 if prefix is None else len(prefix), n)), vocab_ids=vocab_ids)
         s, k = len(self.chain.states), len(vocab_ids)
@@ -317,7 +319,7 @@ def tabulated_chains(table: "TabulatedScorer", temperature: float, chains: int, 
     start = torch.as_tensor(states[torch.randint(len(states), (chains,), generator=gen).numpy()])
     seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
     return run(table, start, ChainSpec(temperature=float(temperature), steps=steps, record_every=1,
-                                       checkpoint_every=max(steps, 1)), seed=seed)
+                                       prefix_len=table.chain.free[0], checkpoint_every=max(steps, 1)), seed=seed)
 
 
 def hitting_check(table: "TabulatedScorer", chain_run, emb: np.ndarray, pi: np.ndarray, rel_delta: float,
@@ -404,6 +406,8 @@ def ground_truth(table: "TabulatedScorer", temperatures, *, pairs: int, budget: 
 
     from . import coupling, influence, rectangle
 
+    if table.chain.free[0] != 0:
+        raise ValueError("ground_truth needs a table without a frozen prefix")
     states = torch.as_tensor(table.chain.states)
     n, k = states.shape[1], table.vocab.size
     rects = rectangle.sample(table, states, rectangles, gen, top_k=k)

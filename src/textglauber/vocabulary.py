@@ -12,11 +12,27 @@ _UNUSED = re.compile(r"^(\[unused\d+\]|<unused\d+>|\[UNUSED_\d+\])$")
 
 @dataclass(frozen=True)
 class AllowedVocab:
-    """Sorted token ids of A, with their strings, and a reverse index into A."""
+    """Sorted token ids of A, with their strings, and a reverse index into A.
+
+    The ids are sorted here whatever order they are given in (tokens kept aligned), so that a
+    scorer's columns, the engine's writes and the exact enumeration all follow one order."""
 
     ids: torch.Tensor          # (|A|,) long, sorted
     tokens: tuple[str, ...]
     vocab_size: int
+
+    def __post_init__(self):
+        ids = torch.as_tensor(self.ids, dtype=torch.long).flatten()
+        if len(self.tokens) != ids.numel():
+            raise ValueError(f"{ids.numel()} ids but {len(self.tokens)} tokens")
+        order = torch.argsort(ids)
+        ids = ids[order]
+        if ids.numel() > 1 and bool((ids[1:] == ids[:-1]).any()):
+            raise ValueError("the allowed vocabulary lists a token id twice")
+        if ids.numel() and (int(ids[0]) < 0 or int(ids[-1]) >= self.vocab_size):
+            raise ValueError(f"token ids must lie in [0, {self.vocab_size})")
+        object.__setattr__(self, "ids", ids)
+        object.__setattr__(self, "tokens", tuple(self.tokens[i] for i in order.tolist()))
 
     @property
     def size(self) -> int:

@@ -107,15 +107,18 @@ class LawComparison:
         return self.best if self.support != "cannot tell" else "cannot tell"
 
     def sentence(self) -> str:
-        """One sentence for the page, computed from the fields."""
+        """One sentence for the page (no final full stop), computed from the fields."""
         if self.best is None:
-            return f"cannot tell: {self.reason}."
+            return f"cannot tell: {self.reason}"
         p = f"power-law exponent p = {self.p:.2f} (95% interval {self.p_low:.2f} to {self.p_high:.2f})"
         if self.support == "cannot tell":
             return (f"cannot tell a {self.best} from a {self.runner_up} (Δχ² = {self.delta_chi2:.1f} < {MODERATE:g}); "
-                    f"{p}; {self.reason}.")
+                    f"{p}; {self.reason}")
         s = (f"a {self.best} law, {self.support} support (Δχ² = {self.delta_chi2:.1f} over a {self.runner_up}, "
              f"likelihood ratio {np.exp(min(self.delta_chi2, 600) / 2):.3g}); {p}")
+        if self.p_high < 1 or self.p_low > 2:
+            s += (f"; the exponent's interval lies {'below 1' if self.p_high < 1 else 'above 2'}: the medians grow "
+                  f"{'more slowly' if self.p_high < 1 else 'faster'} than any of the three laws")
         if self.gof_p < 0.01:
             s += (f"; but even the best law misses the medians by more than their bootstrap errors allow (goodness of "
                   f"fit p = {self.gof_p:.1g}): it is only the nearest of the three, and p describes the growth better")

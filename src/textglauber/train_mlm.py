@@ -30,10 +30,20 @@ Resumable: every ``save_every`` steps and at each checkpoint, a start writes its
 of the interrupted run and starts afresh otherwise; the resumed run ends with the weights of
 an uninterrupted one.
 
-How the ``english`` step counts were chosen (the old rule was 60 wall-clock minutes, 0.85 of
-them for ``minilm`` and 0.15 for ``scratch``): the counts keep those budgets on a quiet 2-core
-machine. The machine that measured them was shared, so its wall clock was inflated; the rate
-was estimated from process CPU time instead (see ``STEP_COST``).
+How the ``english`` step counts were chosen. The old rule was 60 wall-clock minutes, 0.85 of
+them (51 min) for ``minilm`` and 0.15 (9 min) for ``scratch``; the counts aim at the same
+budgets on a quiet 2-core machine. The machine at hand was shared (load 14-18 on 2 cores), so
+wall clock was useless and even process CPU time of a 2-thread run was inflated (threads spin
+while their partner is descheduled: 5 minilm steps plus one evaluation cost 113 CPU s). The
+counts therefore come from arithmetic work per step, checked against the quiet GEMM rates
+of ENVIRONMENT.md (50-250 GFLOP/s on 2 threads; ~150 for batched BERT passes): a batch holds
+1659 padded tokens on average (956 batches per epoch of the english corpus); minilm costs about
+85 MFLOP per token to train (encoder 65, the head on the 30% masked rows 20), so ~140 GFLOP a
+step, ~1.5 s at ~100 GFLOP/s achieved, i.e. ~2000 steps in 51 minutes less ~1 minute of
+held-out evaluation; scratch (4 x 256) costs ~32 MFLOP per token, ~53 GFLOP a step, ~0.65 s at
+~80 GFLOP/s, i.e. ~800 steps in 9 minutes. These are estimates of time, not part of the result:
+a slower machine takes longer for the same model. Re-estimate from a 1-thread run's process CPU
+time (no spinning) on a quieter machine if the budget matters.
 """
 from __future__ import annotations
 
@@ -79,7 +89,7 @@ class Preset:
 
 PRESETS = {
     "english": Preset(corpus="english", tokenizer="minilm", starts=("minilm", "scratch"),
-                      steps={"minilm": 2000, "scratch": 1000}, save_every=100, max_hours=6.0),
+                      steps={"minilm": 2000, "scratch": 800}, save_every=100, max_hours=6.0),
     "tiny": Preset(corpus="tiny", tokenizer="tiny", starts=("scratch",), steps={"scratch": 240},
                    max_len=32, batch=16, lr=3e-3, mask_prob=0.2, checkpoints=4, heldout_frac=0.15,
                    eval_chunks=40, ppl_chunks=6, scratch={"hidden": 64, "layers": 2, "heads": 4},

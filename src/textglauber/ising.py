@@ -12,13 +12,16 @@ Two samplers that update a uniformly random block S of k sites per step:
   far from the joint conditional.
 
 On a strongly coupled clique plus independent vertices, the mode (all spins up) is reached in
-O(1) expected steps by k-site Gibbs once k covers the clique, and in a number of steps
-exponential in the clique size by the parallel sampler: their separation result.
+O(1) expected steps by k-site Gibbs once k covers the clique, while the parallel sampler needs
+more and more steps as the clique grows: :func:`separation_experiment` illustrates, at sizes an
+enumeration allows, their point that a product of per-site marginals cannot decode strongly
+dependent masked positions.
 
 The k-pseudo-likelihood of a sample is sum over all k-subsets S of log p(x_S | x_{-S}); k = 1 is
-Besag's pseudo-likelihood and k = N the likelihood. Its maximiser gets closer to the true
-parameters as k grows at a fixed sample size (their Theorem 2); :func:`fitting_experiment`
-measures that.
+Besag's pseudo-likelihood and k = N the likelihood. Their training result is asymptotic: the
+limiting covariance of its maximiser, tied to the mixing of the k-site block dynamics, improves as
+k grows. :func:`asymptotic_variance` computes that limit exactly; :func:`fitting_experiment`
+measures the error at one finite sample size, which can only be consistent with it.
 """
 from __future__ import annotations
 

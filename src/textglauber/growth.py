@@ -182,6 +182,9 @@ def compare_laws(n, tau, censored, budget, n_boot: int = 1000, seed: int = 0) ->
         covers = [name for name, lo, hi in (("1 (n)", 1.0, 1.0), ("2 (n^2)", 2.0, 2.0)) if res.p_low <= lo <= res.p_high]
         if covers:
             why.append(f"the interval of p covers {' and '.join(covers)}")
+        if res.p_high < 1 or res.p_low > 2:
+            why.append(f"the interval of p lies {'below 1' if res.p_high < 1 else 'above 2'}, so the medians grow "
+                       f"{'more slowly' if res.p_high < 1 else 'faster'} than any of the three laws")
         if lost:
             why.append(f"{lost} of {len(cells)} lengths lost to censoring")
         if k < 5:

@@ -161,3 +161,12 @@ def test_catalogue_classifies_an_all_argmax_state_as_perfect(small_scorer):
     assert (cat.loc[0, "start"], cat.loc[0, "end"]) == (200, 699)
     expected = 1 / margins.escape_bound(float(gaps[(gaps > 0).all(1)][0].min()), 3, 0.5)
     assert np.isclose(cat.loc[0, "predicted escape time (steps)"], expected)
+
+
+def test_a_stay_shorter_than_the_window_is_not_a_trap():
+    rng = np.random.default_rng(6)
+    emb = _walk(rng, 1001)
+    emb[400:460] = emb[400]                        # 59 quiet steps, quiet windows around them
+    c = traps.consecutive_drift(emb[:, None, :])[:, 0]
+    assert traps.detect(np.arange(1001), c, window=100, threshold=0.5) == []
+    assert traps.detect(np.arange(1001), c, window=50, threshold=0.5) == [(400, 459)]

@@ -5,7 +5,9 @@ the step rewrote the token already there). A window of ``window`` consecutive st
 when the mean of c over it is below ``threshold``, a rate per step. A trap is a maximal stretch
 of steps covered by quiet windows (overlapping windows join, so traps never overlap), less a
 prefix and a suffix: those whose drift in excess of the threshold, sum_u (c_u - threshold), is
-largest (the moves into and out of it; a cut-off edge drifts at least at the threshold rate). Window, threshold and the trap's start, end and duration
+largest (the moves into and out of it; a cut-off edge drifts at least at the threshold rate).
+A trap must still span at least one window after that trimming: shorter stays, left over where a
+barely quiet stretch drifts near the threshold rate throughout, are not reported. Window, threshold and the trap's start, end and duration
 are all in steps, so none of them depends on how often the chain was recorded.
 
 **What records give.** A run records the state every ``r`` steps. The drift of the r steps
@@ -36,7 +38,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from . import margins
+from . import margins, vocabulary
 
 COLUMNS = ["chain", "start", "end", "duration", "censored", "state", "share of records", "text", "mean gap",
            "min gap", "all argmax", "type", "escape bound per step", "predicted escape time (steps)"]
@@ -69,7 +71,8 @@ def step_drift(steps: np.ndarray, c: np.ndarray) -> np.ndarray:
 def detect(steps: np.ndarray, c: np.ndarray, window: int, threshold: float) -> list[tuple[int, int]]:
     """Traps along one chain: maximal stretches of steps covered by windows of ``window`` steps whose
     mean per-step drift is below ``threshold`` (a rate per step; overlapping windows join), less the
-    prefix and suffix that drift most in excess of the threshold. ``c`` is the drift between
+    prefix and suffix that drift most in excess of the threshold; what is left must span at least
+    ``window`` steps (a shorter stay is not resolved by the window). ``c`` is the drift between
     consecutive records (:func:`consecutive_drift`). Returns (start step, end step) pairs: the first
     and last record inside each stretch."""
     steps = np.asarray(steps, dtype=np.int64)
@@ -99,7 +102,7 @@ def detect(steps: np.ndarray, c: np.ndarray, window: int, threshold: float) -> l
         hi = hi - int(np.argmin(excess[lo:hi + 1][::-1]))
         first = int(np.searchsorted(offsets, lo, side="left"))         # first record at or after lo
         last = int(np.searchsorted(offsets, hi, side="right")) - 1     # last record at or before hi
-        if last > first:
+        if last > first and steps[last] - steps[first] >= window:        # at least one window long
             traps.append((int(steps[first]), int(steps[last])))
     return traps
 
@@ -125,7 +128,7 @@ def catalogue(run, emb_states: np.ndarray, scorer, *, window: int, threshold: fl
             rows.append({"chain": b, "start": start, "end": end, "duration": end - start,
                          "censored": bool(end >= run.steps[-1]),      # still trapped when the run ended
                          "state": list(rep), "share of records": hits / int(inside.sum()),
-                         "text": tokenizer.decode(list(rep)) if tokenizer is not None else "",
+                         "text": vocabulary.decode(tokenizer, rep) if tokenizer is not None else "",
                          "mean gap": float(gaps.mean()), "min gap": delta, "all argmax": perfect,
                          "type": "perfect" if perfect else "approximate",
                          "escape bound per step": esc,

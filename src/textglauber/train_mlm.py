@@ -32,18 +32,17 @@ an uninterrupted one.
 
 How the ``english`` step counts were chosen. The old rule was 60 wall-clock minutes, 0.85 of
 them (51 min) for ``minilm`` and 0.15 (9 min) for ``scratch``; the counts aim at the same
-budgets on a quiet 2-core machine. The machine at hand was shared (load 14-18 on 2 cores), so
-wall clock was useless and even process CPU time of a 2-thread run was inflated (threads spin
-while their partner is descheduled: 5 minilm steps plus one evaluation cost 113 CPU s). The
-counts therefore come from arithmetic work per step, checked against the quiet GEMM rates
-of ENVIRONMENT.md (50-250 GFLOP/s on 2 threads; ~150 for batched BERT passes): a batch holds
-1659 padded tokens on average (956 batches per epoch of the english corpus); minilm costs about
-85 MFLOP per token to train (encoder 65, the head on the 30% masked rows 20), so ~140 GFLOP a
-step, ~1.5 s at ~100 GFLOP/s achieved, i.e. ~2000 steps in 51 minutes less ~1 minute of
-held-out evaluation; scratch (4 x 256) costs ~32 MFLOP per token, ~53 GFLOP a step, ~0.65 s at
-~80 GFLOP/s, i.e. ~800 steps in 9 minutes. These are estimates of time, not part of the result:
-a slower machine takes longer for the same model. Re-estimate from a 1-thread run's process CPU
-time (no spinning) on a quieter machine if the budget matters.
+budgets on a quiet 2-core machine. The machine at hand was shared (load 10-18 on 2 cores), so
+wall clock was useless, and a 2-thread run's process CPU time was inflated too (threads spin
+while their partner is descheduled). A 1-thread run's process CPU time does not spin: 12
+minilm steps took 72.1 CPU s for 19392 padded tokens, i.e. 6.17 s per step at the corpus mean
+of 1659 padded tokens a batch (956 batches an epoch), and one held-out evaluation 25.5 s. With
+a 2-thread speed-up of about 1.8 that is ~3.4 s a step; 51 minutes less 7 evaluations and the
+pseudo-perplexity (~3 minutes) leave room for ~850 steps. scratch (4 x 256) needs about 0.38 of
+minilm's arithmetic per token (~53 vs ~140 GFLOP a step), ~1.3 s a step: ~400 steps in 9
+minutes less ~1 minute of evaluation. Contention may still inflate CPU time somewhat (cold
+caches after each time slice), so a quiet machine may finish sooner; the counts, not the
+time, define the model.
 """
 from __future__ import annotations
 
@@ -89,7 +88,7 @@ class Preset:
 
 PRESETS = {
     "english": Preset(corpus="english", tokenizer="minilm", starts=("minilm", "scratch"),
-                      steps={"minilm": 2000, "scratch": 800}, save_every=100, max_hours=6.0),
+                      steps={"minilm": 850, "scratch": 400}, save_every=100, max_hours=6.0),
     "tiny": Preset(corpus="tiny", tokenizer="tiny", starts=("scratch",), steps={"scratch": 240},
                    max_len=32, batch=16, lr=3e-3, mask_prob=0.2, checkpoints=4, heldout_frac=0.15,
                    eval_chunks=40, ppl_chunks=6, scratch={"hidden": 64, "layers": 2, "heads": 4},

@@ -38,8 +38,8 @@ while their partner is descheduled). A 1-thread run's process CPU time does not 
 minilm steps took 72.1 CPU s for 19392 padded tokens, i.e. 6.17 s per step at the corpus mean
 of 1659 padded tokens a batch (956 batches an epoch), and one held-out evaluation 25.5 s. With
 a 2-thread speed-up of about 1.8 that is ~3.4 s a step; 51 minutes less 7 evaluations and the
-pseudo-perplexity (~3 minutes) leave room for ~850 steps. scratch (4 x 256) needs about 0.38 of
-minilm's arithmetic per token (~53 vs ~140 GFLOP a step), ~1.3 s a step: ~400 steps in 9
+pseudo-perplexity (~3 minutes) leave room for ~850 steps. scratch (4 x 256), measured the same
+way: 2.44 CPU s a step, 9.3 s an evaluation, so ~1.35 s a step on 2 threads: ~360 steps in 9
 minutes less ~1 minute of evaluation. Contention may still inflate CPU time somewhat (cold
 caches after each time slice), so a quiet machine may finish sooner; the counts, not the
 time, define the model.
@@ -88,7 +88,7 @@ class Preset:
 
 PRESETS = {
     "english": Preset(corpus="english", tokenizer="minilm", starts=("minilm", "scratch"),
-                      steps={"minilm": 850, "scratch": 400}, save_every=100, max_hours=6.0),
+                      steps={"minilm": 850, "scratch": 360}, save_every=100, max_hours=6.0),
     "tiny": Preset(corpus="tiny", tokenizer="tiny", starts=("scratch",), steps={"scratch": 240},
                    max_len=32, batch=16, lr=3e-3, mask_prob=0.2, checkpoints=4, heldout_frac=0.15,
                    eval_chunks=40, ppl_chunks=6, scratch={"hidden": 64, "layers": 2, "heads": 4},

@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import vocabulary
+
 
 def _data_lines(name: str) -> list[str]:
     text = files("textglauber").joinpath(f"data/{name}").read_text(encoding="utf-8")
@@ -292,7 +294,7 @@ def windows(tokenizer, source: str, n: int, count: int, seed: int, vocab=None) -
         raise ValueError("n and count must be positive")
     rng = np.random.default_rng(seed)
     docs = texts(source)
-    enc = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in docs]
+    enc = [vocabulary.encode(tokenizer, t) for t in docs]
     long = [e[:n] for e in enc if len(e) >= n]
     order = rng.permutation(len(enc))
     stream = [tok for k in order for tok in enc[k]]

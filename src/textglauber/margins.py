@@ -73,22 +73,37 @@ def drift(scorer, states: torch.Tensor, token: int, temperatures, batch: int = 5
     return d[0] if np.ndim(temperatures) == 0 else d
 
 
-def states_with_k(passages: torch.Tensor, token: int, k: int, count: int, gen: torch.Generator) -> torch.Tensor:
+def states_with_k(passages: torch.Tensor, token: int, k: int, count: int, gen: torch.Generator,
+                  tokenizer=None, tries: int = 200) -> torch.Tensor:
     """``count`` states: a random seed passage with exactly k copies of ``token`` at random positions
-    (copies already present elsewhere are replaced by other tokens of the same passage)."""
+    (copies already present elsewhere are replaced by other tokens of the same passage).
+
+    With ``tokenizer``, a planted state must be what the tokenizer would produce from its own text
+    whenever its base passage is (a '!' written before a '##ing' piece, say, would re-tokenize
+    otherwise): such draws are redrawn, and after ``tries`` failures in a row it is an error."""
+    from . import vocabulary
+
     passages = torch.as_tensor(passages, dtype=torch.long)
     p, n = passages.shape
     if not 0 <= k <= n:
         raise ValueError(f"k must lie in [0, n={n}]")
-    out = []
-    for _ in range(count):
+    out, failures = [], 0
+    while len(out) < count:
         x = passages[int(torch.randint(p, (1,), generator=gen))].clone()
         other = x[x != token]
         if len(other) == 0:
             raise ValueError("a seed passage consists only of the drift token")
+        base_ok = tokenizer is not None and vocabulary.round_trips(tokenizer, x)
         for pos in (x == token).nonzero().flatten():        # clear existing copies
             x[pos] = other[int(torch.randint(len(other), (1,), generator=gen))]
         x[torch.randperm(n, generator=gen)[:k]] = token
+        if base_ok and not vocabulary.round_trips(tokenizer, x):
+            failures += 1
+            if failures >= tries:
+                raise ValueError(f"{tries} planted states in a row are not what the tokenizer would produce "
+                                 f"from their text: the drift token does not fit these passages")
+            continue
+        failures = 0
         out.append(x)
     return torch.stack(out)
 
@@ -103,9 +118,10 @@ class DriftRow:
     fraction_positive: float
 
 
-def drift_table(scorer, passages, token: int, k: int, count: int, temperatures, gen: torch.Generator):
+def drift_table(scorer, passages, token: int, k: int, count: int, temperatures, gen: torch.Generator,
+                tokenizer=None):
     """The preprint's drift table for one model: min, median and share of D > 0 per temperature."""
-    states = states_with_k(passages, token, k, count, gen)
+    states = states_with_k(passages, token, k, count, gen, tokenizer=tokenizer)
     rows, per_state = [], []
     all_d = drift(scorer, states, token, list(temperatures))
     for T, d in zip(temperatures, all_d):

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import vocabulary
+
 
 def _sentence_model(name: str, device):
     from importlib.util import find_spec
@@ -89,7 +91,7 @@ def embedder(kind: str, lm=None, batch: int = 256) -> Embedder:
         tok = lm.tokenizer
 
         def enc(x):
-            texts = tok.batch_decode(x, skip_special_tokens=True)
+            texts = [vocabulary.decode(tok, row) for row in x]
             return model.encode(texts, batch_size=batch, convert_to_numpy=True, show_progress_bar=False)
 
         return Embedder("sentence", name, enc)

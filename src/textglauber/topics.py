@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from . import vocabulary
+
 LABELS = ["politics", "health", "pop culture", "sport", "food", "science", "technology", "finance",
           "education", "environment", "art"]
 HYPOTHESIS = "This example is {}."
@@ -191,8 +193,10 @@ def preprint_max_starts_above(baseline: float) -> int:
 def seed_states(tokenizer, topics_wanted: list[str], per_topic: int, seq_len: int, vocab=None):
     """Token windows of the seed sentences: (ids (S, seq_len), topic per row, text per row).
 
-    Sentences shorter than seq_len are padded by repeating their own tokens from the start,
-    so every row is a real (if repetitive) text."""
+    Seeds are natural text, encoded as they would appear inside a text (:func:`vocabulary.encode`,
+    which a cased tokenizer sees cased and an uncased one lowercases itself). Sentences shorter
+    than seq_len are repeated as text (joined by a space, so BPE keeps its word-start tokens), so
+    every row is a real (if repetitive) text."""
     seeds = seed_texts()
     missing = sorted(set(topics_wanted) - set(seeds.label))
     if missing:
@@ -200,9 +204,11 @@ def seed_states(tokenizer, topics_wanted: list[str], per_topic: int, seq_len: in
     rows, labels, texts = [], [], []
     for topic in topics_wanted:
         for text in seeds[seeds.label == topic].text.tolist()[:per_topic]:
-            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-            while len(ids) < seq_len:
-                ids = ids + ids
+            ids = vocabulary.encode(tokenizer, text)
+            repeated = text
+            while len(ids) < seq_len:          # repeat the text, joined as text, not as token lists
+                repeated = f"{repeated} {text}"
+                ids = vocabulary.encode(tokenizer, repeated)
             rows.append(ids[:seq_len])
             labels.append(topic)
             texts.append(text)
@@ -224,7 +230,7 @@ def basin_chains(spec: dict, score, labels: list[str], seed_topics: list[str], *
     init = ids.repeat_interleave(chains_per_seed, 0)
     r = run(scorer, init, ChainSpec(temperature=temperature, steps=steps, record_every=score_every,
                                     checkpoint_every=steps), seed=int(torch.randint(2**31 - 1, (1,), generator=gen)))
-    texts = [lm.tokenizer.decode(s, skip_special_tokens=True) for s in r.states.reshape(-1, seq_len)]
+    texts = [vocabulary.decode(lm.tokenizer, s) for s in r.states.reshape(-1, seq_len)]
     probs = score(texts).reshape(len(r.steps), len(init), len(labels))
     frame = pd.DataFrame([{"model": lm.name, "chain": b, "seed topic": seed_topic[b // chains_per_seed],
                            "step": int(r.steps[k]), "text": texts[k * len(init) + b],

@@ -80,29 +80,86 @@ def _style(vocab: dict[str, int]) -> str:
     return "plain"
 
 
+def style(tokenizer) -> str:
+    """The tokenizer family: "wordpiece", "bpe" (byte-level, 'Ġ' marks a word start), "sentencepiece" or "plain"."""
+    return _style(tokenizer.get_vocab())
+
+
+def special_ids(tokenizer) -> set[int]:
+    """Every special token: the special-tokens map and every added token flagged special in the
+    tokenizer file (ModernBERT's ``<|padding|>``, ``<|endoftext|>``, ``|||IP_ADDRESS|||`` are only there)."""
+    out = set(tokenizer.all_special_ids)
+    for idx, tok in getattr(tokenizer, "added_tokens_decoder", {}).items():
+        if getattr(tok, "special", False):
+            out.add(int(idx))
+    return out
+
+
+def encode(tokenizer, text: str) -> list[int]:
+    """Content token ids of ``text`` as it would appear inside a longer text.
+
+    Byte-level BPE writes a word differently at the very start of a text ('The') and after a
+    space ('ĠThe'); chains, windows and seeds all sit inside text, so BPE texts are encoded after a
+    space. Whole words are then the word-start tokens in every family ('Ġ' tokens for BPE, pieces
+    without '##' for WordPiece), the first word of a text included."""
+    if style(tokenizer) == "bpe" and not text.startswith(" "):
+        text = " " + text
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def decode(tokenizer, ids) -> str:
+    """Display text of a state: no special tokens, tokenization spaces cleaned (BERT's "it ' s")."""
+    ids = [int(i) for i in ids]
+    return tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=True).strip()
+
+
+def round_trips(tokenizer, ids) -> bool:
+    """Whether the tokenizer would produce exactly these ids from their own text."""
+    ids = [int(i) for i in ids]
+    return encode(tokenizer, tokenizer.decode(ids)) == ids
+
+
+def single_token(tokenizer, text: str) -> int:
+    """The id of ``text`` when it is one token of the vocabulary (as written mid-text); else an error."""
+    vocab = tokenizer.get_vocab()
+    if text not in vocab:
+        raise ValueError(f"{text!r} is not a token of this vocabulary")
+    idx = vocab[text]
+    if idx in special_ids(tokenizer):
+        raise ValueError(f"{text!r} is a special token")
+    return idx
+
+
+def _valid_text(tokenizer, idx: int) -> bool:
+    """False for byte-level pieces that are only part of a UTF-8 character (they decode to U+FFFD)."""
+    return "\ufffd" not in tokenizer.decode([idx])
+
+
 def allowed_vocabulary(tokenizer, *, whole_words: bool = False, tokens: list[str] | None = None,
                        alphabetic: bool = False) -> AllowedVocab:
-    """A = the model's vocabulary minus special and unused tokens.
+    """A = the model's vocabulary minus special, unused and (byte-level BPE) partial-character tokens.
 
     ``tokens`` restricts A to an explicit list (each must be a single vocabulary entry);
-    ``whole_words`` drops word-continuation pieces; ``alphabetic`` keeps tokens made of
-    letters only (after the word-start marker).
+    ``whole_words`` keeps word-start tokens only (see :func:`encode`); ``alphabetic`` keeps tokens
+    made of letters only (after the word-start marker).
     """
     vocab = tokenizer.get_vocab()
     vsize = max(max(vocab.values()) + 1, len(tokenizer))
-    special = set(tokenizer.all_special_ids)
+    special = special_ids(tokenizer)
     if tokens is not None:
         missing = [t for t in tokens if t not in vocab]
         if missing:
             raise ValueError(f"tokens not in the vocabulary: {missing}")
         chosen = sorted({vocab[t] for t in tokens} - special)
     else:
-        style = _style(vocab)
+        fam = _style(vocab)
         chosen = []
         for tok, idx in vocab.items():
             if idx in special or _UNUSED.match(tok):
                 continue
-            if whole_words and not _is_whole_word(tok, style):
+            if whole_words and not _is_whole_word(tok, fam):
+                continue
+            if fam == "bpe" and not _valid_text(tokenizer, idx):
                 continue
             if alphabetic and not tok.lstrip("Ġ▁").isalpha():
                 continue

@@ -132,6 +132,7 @@ def _tokenizer(arch: str, texts: list[str], work: Path):
     if arch == "mpnet-sentence":
         words = _wordpiece_vocab().read_text(encoding="utf-8").splitlines()
         words = ["<s>", "<pad>", "</s>", "<unk>"] + [w for w in words if w not in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]
+        work.mkdir(parents=True, exist_ok=True)
         path = work / "mpnet-vocab.txt"
         path.write_text("\n".join(words + ["<mask>"]) + "\n", encoding="utf-8")
         return MPNetTokenizerFast(str(path), do_lower_case=True)

@@ -457,3 +457,25 @@ def along_training(run: str, *, n: int, count: int, top_k: int, temperature: flo
                          "top5": c["top5"], "heldout_loss": c["heldout_loss"], "mean R": float(R.mean()),
                          "95% CI low": lo, "95% CI high": hi, "chosen": r["start"] == manifest["chosen"]})
     return pd.DataFrame(rows)
+
+
+def rectangles_of(df: pd.DataFrame) -> Rectangles:
+    """The rectangles of a scored frame (one model's rows), to score them again."""
+    return Rectangles(seq_id=df["seq_id"].to_numpy(), base=torch.tensor(np.stack(df["base"].map(np.asarray).to_list())),
+                      i=torch.tensor(df["i"].to_numpy()), j=torch.tensor(df["j"].to_numpy()),
+                      a_prime=torch.tensor(df["a_prime"].to_numpy()), b_prime=torch.tensor(df["b_prime"].to_numpy()))
+
+
+def dtype_floor(model: dict, scored: pd.DataFrame, *, dtype: str = "bfloat16", device: str = "auto") -> pd.DataFrame:
+    """The same rectangles scored with the model's weights in ``dtype`` (the chains' dtype on a
+    GPU) beside their float32 R: the noise floor lower precision adds to R.
+
+    ``scored`` holds one masked LM's rectangles as :func:`score_mlm` wrote them in float32."""
+    from . import models
+
+    _, scorer = models.open_mlm(model, device=device, dtype=dtype)
+    again = score_mlm(scorer, rectangles_of(scored), temperature=float(scored["temperature"].iloc[0]))
+    diff = (again["R"].to_numpy() - scored["R"].to_numpy())
+    return pd.DataFrame([{"model": model["name"], "dtype": dtype, "rectangles": len(scored),
+                          "mean R (float32)": float(scored["R"].mean()), f"mean R ({dtype})": float(again["R"].mean()),
+                          "mean |R difference|": float(np.abs(diff).mean()), "max |R difference|": float(np.abs(diff).max())}])

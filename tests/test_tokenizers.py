@@ -86,3 +86,9 @@ def test_drift_token_is_one_token_and_planted_states_round_trip(toks):
     every = torch.tensor([vocabulary.encode(tok, "electroencephalography overcommercialization")] * 2)
     with pytest.raises(ValueError, match="would produce"):
         margins.states_with_k(every, bang, 8, 5, gen, tokenizer=tok, tries=20)
+
+
+def test_batched_encoding_matches_one_by_one(toks):
+    texts = ["The dog ran.", " Already spaced.", "Zoë's crème brûlée!"]
+    for arch, tok in toks.items():
+        assert vocabulary.encode_many(tok, texts) == [vocabulary.encode(tok, t) for t in texts], arch

@@ -294,7 +294,7 @@ def windows(tokenizer, source: str, n: int, count: int, seed: int, vocab=None) -
         raise ValueError("n and count must be positive")
     rng = np.random.default_rng(seed)
     docs = texts(source)
-    enc = [vocabulary.encode(tokenizer, t) for t in docs]
+    enc = vocabulary.encode_many(tokenizer, docs)
     long = [e[:n] for e in enc if len(e) >= n]
     order = rng.permutation(len(enc))
     stream = [tok for k in order for tok in enc[k]]

@@ -80,9 +80,19 @@ def _style(vocab: dict[str, int]) -> str:
     return "plain"
 
 
+_STYLES: dict[int, tuple[int, str]] = {}
+
+
 def style(tokenizer) -> str:
-    """The tokenizer family: "wordpiece", "bpe" (byte-level, 'Ġ' marks a word start), "sentencepiece" or "plain"."""
-    return _style(tokenizer.get_vocab())
+    """The tokenizer family: "wordpiece", "bpe" (byte-level, 'Ġ' marks a word start), "sentencepiece" or "plain".
+
+    Remembered per tokenizer object (and its size): reading a 30k-entry vocabulary for every text
+    encoded made cutting windows from a corpus take minutes."""
+    key, size = id(tokenizer), len(tokenizer)
+    hit = _STYLES.get(key)
+    if hit is None or hit[0] != size:
+        hit = _STYLES[key] = (size, _style(tokenizer.get_vocab()))
+    return hit[1]
 
 
 def special_ids(tokenizer) -> set[int]:
@@ -105,6 +115,13 @@ def encode(tokenizer, text: str) -> list[int]:
     if style(tokenizer) == "bpe" and not text.startswith(" "):
         text = " " + text
     return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def encode_many(tokenizer, texts: list[str]) -> list[list[int]]:
+    """:func:`encode` for many texts in one batched tokenizer call."""
+    if style(tokenizer) == "bpe":
+        texts = [t if t.startswith(" ") else " " + t for t in texts]
+    return tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
 
 
 def decode(tokenizer, ids) -> str:

@@ -79,6 +79,11 @@ def _key(obj) -> str:
     return hashlib.sha1(json.dumps([RECIPE_VERSION, SEED, obj], sort_keys=True).encode()).hexdigest()[:12]
 
 
+def _wanted(name: str) -> str:
+    """The cache key a stand-in (or the MS MARCO folder) must carry to count as built."""
+    return _key(["msmarco", MSMARCO_ROWS]) if name == MSMARCO_DIR else _key(asdict(STANDINS[name]))
+
+
 def _done(folder: Path, key: str) -> bool:
     stamp = folder / "standin.json"
     return stamp.exists() and json.loads(stamp.read_text()).get("key") == key
@@ -249,7 +254,7 @@ def _save(recipe: Recipe, model, tok, out: Path) -> None:
 def build_model(name: str, texts: list[str] | None = None, force: bool = False) -> Path:
     recipe = STANDINS[name]
     folder = root() / name
-    key = _key(asdict(recipe))
+    key = _wanted(name)
     if _done(folder, key) and not force:
         return folder
     texts = _english_texts() if texts is None else texts
@@ -276,7 +281,7 @@ def build_msmarco(texts: list[str] | None = None, force: bool = False) -> Path:
     from datasets import Dataset
 
     folder = root() / MSMARCO_DIR
-    key = _key(["msmarco", MSMARCO_ROWS])
+    key = _wanted(MSMARCO_DIR)
     if _done(folder, key) and not force:
         return folder
     texts = _english_texts() if texts is None else texts
@@ -304,9 +309,7 @@ def ensure(force: bool = False, progress: bool = True) -> Path:
     """Every stand-in, built once (a few minutes on 2 cores) and cached under _build/standins/."""
     texts = None
     for name in list(STANDINS) + [MSMARCO_DIR]:
-        folder = root() / name
-        want = _key(["msmarco", MSMARCO_ROWS]) if name == MSMARCO_DIR else _key(asdict(STANDINS[name]))
-        if _done(folder, want) and not force:
+        if _done(root() / name, _wanted(name)) and not force:
             continue
         if texts is None:
             texts = _english_texts()

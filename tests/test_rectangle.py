@@ -253,3 +253,29 @@ def test_summary_interval_resamples_passages():
         widths.append(row["95% CI high"] - row["95% CI low"])
         ses.append(se)
     assert 0.85 < np.mean(widths) / (2 * 1.96 * np.mean(ses)) < 1.05
+
+
+def test_control_windows_are_cut_from_the_masked_lms_texts():
+    """Issue 19: the control must read the masked LMs' text, not its own windows of n of its tokens.
+    With a WordPiece (uncased MiniLM) masked LM and a byte-level BPE control (SmolLM2), each control
+    window decodes to the start of one of the masked LM's windows; the control's own cut (the old
+    behaviour) keeps the corpus's capitals and so is not such a prefix."""
+    from transformers import AutoTokenizer
+
+    from textglauber import train_mlm, vocabulary
+
+    mlm_tok = AutoTokenizer.from_pretrained(train_mlm._minilm_dir())
+    ctl_tok = models.tokenizer("package:smollm2-135m")
+    vocab = rectangle.candidate_vocab(ctl_tok, "lee", 16)
+    n, count, seed = 12, 20, 3
+    norm = lambda t: " ".join(t.split())
+    mlm_texts = [norm(vocabulary.decode(mlm_tok, w)) for w in corpus.windows(mlm_tok, "lee", n, 2 * count, seed)]
+    shared = rectangle.control_passages(vocab, ctl_tok, "lee", n, count, seed, text_from=mlm_tok)
+    own = rectangle.control_passages(vocab, ctl_tok, "lee", n, count, seed)
+    assert shared.shape == (count, n)
+
+    def prefix_share(win):
+        return np.mean([any(t.startswith(norm(vocabulary.decode(ctl_tok, w))) for t in mlm_texts) for w in win])
+
+    assert prefix_share(shared) == 1.0
+    assert prefix_share(own) < 0.5

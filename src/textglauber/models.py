@@ -209,28 +209,47 @@ def _max_positions(model, tokenizer) -> int:
     return int(mp)
 
 
+def _load_options(src: ModelSource) -> dict:
+    common = dict(revision=src.revision, trust_remote_code=False)
+    if src.is_hub and _hub_cached(src.path, src.revision):
+        common["local_files_only"] = True
+    return common
+
+
+def _tokenizer_of(src: ModelSource):
+    from transformers import AutoTokenizer
+
+    if src.tokenizer_factory is not None:
+        return src.tokenizer_factory()
+    return AutoTokenizer.from_pretrained(src.path, **_load_options(src), **src.load_kwargs.get("tokenizer", {}))
+
+
+def tokenizer(name: str):
+    """A named model's tokenizer alone, without its weights (same resolution and errors as :func:`load`)."""
+    src = resolve(name)
+    try:
+        return _tokenizer_of(src)
+    except OSError as exc:
+        raise ModelUnavailableError(f"the tokenizer of {name!r} could not be loaded from {src.path!r}: {exc}") from exc
+
+
 def load(name: str, kind: str = "mlm", device: str | None = "auto", dtype: str | None = "auto") -> LoadedModel:
     """Load a masked (``kind="mlm"``) or causal (``kind="causal"``) LM in eval mode."""
-    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
     if kind not in MLM_KINDS + CAUSAL_KINDS:
         raise ValueError(f"kind must be 'mlm' or 'causal', got {kind!r}")
     src = resolve(name)
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
-    common = dict(revision=src.revision, trust_remote_code=False)
-    if src.is_hub and _hub_cached(src.path, src.revision):
-        common["local_files_only"] = True
+    common = _load_options(src)
     cls = AutoModelForMaskedLM if kind == "mlm" else AutoModelForCausalLM
     if src.model_class:
         import transformers
 
         cls = getattr(transformers, src.model_class)
     try:
-        if src.tokenizer_factory is not None:
-            tok = src.tokenizer_factory()
-        else:
-            tok = AutoTokenizer.from_pretrained(src.path, **common, **src.load_kwargs.get("tokenizer", {}))
+        tok = _tokenizer_of(src)
         model = cls.from_pretrained(src.path, dtype=dt, **common, **src.load_kwargs.get("model", {}))
     except OSError as exc:
         raise ModelUnavailableError(f"model {name!r} could not be loaded from {src.path!r}: {exc}") from exc

@@ -26,6 +26,7 @@ import pandas as pd
 import torch
 
 from .models import CausalLMScorer
+from . import vocabulary
 from .vocabulary import AllowedVocab
 
 COLUMNS = ["model", "kind", "seq_id", "base", "i", "j", "a", "b", "a_prime", "b_prime", "temperature",
@@ -193,11 +194,27 @@ def candidate_vocab(tokenizer, source: str, k: int) -> AllowedVocab:
                         vocab_size=max(len(tokenizer), max(ids) + 1))
 
 
-def control_passages(vocab: AllowedVocab, tokenizer, source: str, n: int, count: int, seed: int) -> torch.Tensor:
-    """``count`` corpus windows of n tokens with at least two positions holding candidates."""
+def control_passages(vocab: AllowedVocab, tokenizer, source: str, n: int, count: int, seed: int,
+                     text_from=None) -> torch.Tensor:
+    """``count`` windows of n control tokens with at least two positions holding candidates.
+
+    With ``text_from`` (a masked LM's tokenizer) the windows are cut from the texts that masked LM
+    reads: its windows of n tokens (the same cut as :func:`corpus.windows` gives it for this seed)
+    are decoded and re-encoded with the control's ``tokenizer``, and the first n control tokens
+    of each are kept (a window that re-encodes to fewer than n tokens is dropped). So the control
+    sees the masked LMs' text, up to the last words where its tokenizer splits more finely.
+    Without it, the control cuts its own windows of n of its tokens from the corpus."""
     from . import corpus
 
-    win = torch.unique(corpus.windows(tokenizer, source, n, 2 * count, seed), dim=0)   # sorted, no repeats
+    if text_from is None:
+        win = corpus.windows(tokenizer, source, n, 2 * count, seed)
+    else:
+        texts = [vocabulary.decode(text_from, w) for w in corpus.windows(text_from, source, n, 2 * count, seed)]
+        enc = [e[:n] for e in vocabulary.encode_many(tokenizer, texts) if len(e) >= n]
+        if not enc:
+            raise ValueError(f"no window of corpus {source!r} re-encodes to {n} tokens of the control")
+        win = torch.tensor(enc, dtype=torch.long)
+    win = torch.unique(win, dim=0)                          # sorted, no repeats
     keep = win[vocab.contains(win).sum(1) >= 2]
     keep = keep[torch.randperm(len(keep), generator=torch.Generator().manual_seed(seed))[:count]]
     if len(keep) == 0:
@@ -297,7 +314,8 @@ def grid(scorer, x: torch.Tensor, i: int, j: int, a_list: list[int], b_list: lis
 
 
 def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: float, gen: torch.Generator,
-               device: str = "auto", dtype: str = "auto", grid_k: int = 0, n_grids: int = 0):
+               device: str = "auto", dtype: str = "auto", grid_k: int = 0, n_grids: int = 0,
+               texts_of: str | None = None):
     """The chapter's protocol for one model: load, cut passages, sample rectangles, score them.
 
     ``model`` is a dict with ``name``, ``kind`` ("mlm" or "causal"), ``corpus`` and optionally
@@ -306,7 +324,8 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
     most frequent tokens of its corpus (:class:`JointConditionals`) go through the same
     sampling and scoring as a masked LM's; with ``noise`` > 0 the same rectangles are scored
     again with that much fixed noise on every conditional (:class:`PerturbedScorer`, kind
-    "perturbed"), a copy of the control that must fail. Returns (rectangles DataFrame with
+    "perturbed"), a copy of the control that must fail. ``texts_of`` names the masked LM whose
+    texts the control's windows are cut from (:func:`control_passages`). Returns (rectangles DataFrame with
     ``model`` and ``kind`` columns, grid DataFrame or None, model description).
     """
     from . import corpus, models
@@ -322,7 +341,8 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
         _check_length(lm, n)
         vocab = candidate_vocab(lm.tokenizer, model["corpus"], int(model.get("candidates", 24)))
         scorer = JointConditionals(CausalLMScorer(lm), vocab)
-        passages = control_passages(vocab, lm.tokenizer, model["corpus"], n, count, seed)
+        text_from = models.tokenizer(texts_of) if texts_of else None
+        passages = control_passages(vocab, lm.tokenizer, model["corpus"], n, count, seed, text_from=text_from)
         rects = sample(scorer, passages, count, gen, top_k=top_k)
         df = score_mlm(scorer, rects, temperature=temperature)
         df.insert(0, "kind", kind)
@@ -333,7 +353,8 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
             noisy.insert(0, "model", f"{model['name']} + noise {noise:g}")
             df.insert(0, "model", model["name"])
             df = pd.concat([df, noisy], ignore_index=True)
-        extra = {"candidates": vocab.size, "candidate_tokens": list(vocab.tokens), "noise": noise}
+        extra = {"candidates": vocab.size, "candidate_tokens": list(vocab.tokens), "noise": noise,
+                 "texts_of": texts_of or "its own windows"}
     else:
         lm, scorer = models.open_mlm(model, device=device, dtype=dtype)
         _check_length(lm, n)
@@ -384,8 +405,13 @@ def run_models(specs: list[dict], *, n: int, count: int, top_k: int, temperature
 
     frames, grids, described, notes = [], [], [], []
     for spec in specs:
+        extra = {}
+        if spec.get("kind", "mlm") == "causal":     # the control reads the texts of a masked LM on its corpus
+            extra["texts_of"] = next((d["name"] for d in described
+                                      if d.get("kind") == "mlm" and d.get("corpus") == spec["corpus"]), None)
         out = or_skip(on_missing_model, notes, spec["name"], experiment, spec, n=n, count=count, top_k=top_k,
-                      temperature=temperature, gen=gen, device=device, dtype=dtype, grid_k=grid_k, n_grids=n_grids)
+                      temperature=temperature, gen=gen, device=device, dtype=dtype, grid_k=grid_k, n_grids=n_grids,
+                      **extra)
         if out is None:
             continue
         df, g, info = out

@@ -169,3 +169,20 @@ def test_growth_comparison_can_say_cannot_tell():
     r = growth.compare_laws(n, tau, np.zeros(len(n), bool), 1e6)
     assert 1 < r.p_low <= 1.5 <= r.p_high < 2
     assert r.gof_p < 0.01 and r.overdispersion > 1 and "only the nearest of the three" in r.sentence()
+
+
+def test_growth_verdict_is_none_of_the_three_when_the_exponent_excludes_them():
+    """Medians growing like n^0.5 (little noise) are fitted least badly by the n law, but the exponent's
+    interval lies below 1: the verdict must not name the n law (the chapter's T = 1 row once did)."""
+    rng = np.random.default_rng(4)
+    n = np.repeat([6, 8, 12, 16, 24, 32, 48], 24)
+    tau = np.ceil(20 * n ** 0.5 * np.exp(0.1 * rng.standard_normal(len(n))))
+    r = growth.compare_laws(n, tau, np.zeros(len(n), bool), 1e6)
+    assert r.best == "n" and r.p_high < 1 and r.gof_p < 0.01
+    assert r.verdict() == "none of the three"
+    assert r.sentence().startswith("none of the three laws") and "more slowly than n" in r.sentence()
+    # and a true n law is still named, though whole-step times may pull its exponent's interval just below 1
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        tau = np.ceil(3 * n * np.exp(0.1 * rng.standard_normal(len(n))))
+        assert growth.compare_laws(n, tau, np.zeros(len(n), bool), 1e6).verdict() == "n"

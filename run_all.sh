@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Build the book, or run the tests, from a fresh clone.
 #
-#   ./run_all.sh                         execute every chapter on the default profile and build the site
+#   ./run_all.sh                         execute the chapters of the default profile, then build the site;
+#                                        a chapter whose inputs did not change since it last finished is skipped
 #   ./run_all.sh --profile NAME          ... on profile NAME (params/NAME.yaml)
-#   ./run_all.sh --chapter NAME          ... only that chapter (repeatable), then the site
+#   ./run_all.sh --force                 ... every chapter, changed or not
+#   ./run_all.sh --chapter NAME          ... only that chapter, changed or not (repeatable), then the site
 #   ./run_all.sh --no-book               execute chapters only
+#   ./run_all.sh --build-dir D --results R   staging/site folder and results folder (default _build, results)
 #   ./run_all.sh test [PYTEST ARGS]      the test suite (offline, CPU); no test collected is a failure
 #   ./run_all.sh lock                    re-freeze requirements.lock from the current environment
 #
@@ -57,7 +60,7 @@ case "${1:-}" in
     exit 0
     ;;
   -h|--help)
-    sed -n '2,11p' "$0"; exit 0
+    sed -n '2,14p' "$0"; exit 0
     ;;
 esac
 
@@ -69,7 +72,9 @@ while [ $# -gt 0 ]; do
     --profile=*) profile=${1#*=}; shift ;;
     --chapter) args+=(--chapter "$2"); shift 2 ;;
     --chapter=*) args+=(--chapter "${1#*=}"); shift ;;
-    --no-book|--no-execute) args+=("$1"); shift ;;
+    --no-book|--no-execute|--force) args+=("$1"); shift ;;
+    --build-dir|--results) args+=("$1" "$2"); shift 2 ;;
+    --build-dir=*|--results=*) args+=("$1"); shift ;;
     *) echo "unknown argument: $1 (see ./run_all.sh --help)" >&2; exit 2 ;;
   esac
 done

@@ -54,3 +54,47 @@ def test_derive_refuses_what_is_not_a_name_or_a_count(tmp_path, monkeypatch):
         P.derive(base, {"derive": "paper", "chapters": {}}, tmp_path / "x.yaml")
     renamed = P._renamed({"a": ["nli:foo", "foo", {"m": "sentence:foo"}, "foobar"]}, {"foo": "L"})
     assert renamed == {"a": ["nli:L", "L", {"m": "sentence:L"}, "foobar"]}
+
+
+def _code_strings(nb_path):
+    import ast
+    import json
+
+    nb = json.loads((P.repo_root() / nb_path).read_text())
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            for node in ast.walk(ast.parse("".join(cell["source"]))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    yield node.value
+
+
+@pytest.mark.parametrize("profile", P.profiles())
+def test_every_profile_loads_in_data_order_and_declares_what_it_reads(profile):
+    spec = P.load_profile(profile)
+    chapters = spec["chapters"]
+    order = P.build_order(spec, list(chapters))
+    assert sorted(order) == sorted(chapters)
+    assert chapters["crossover"]["reads"] == ["bounds"] and chapters["bounds"]["reads"] == []
+    for name, ch in chapters.items():
+        for up in ch["reads"]:
+            assert order.index(up) < order.index(name)
+        # a chapter that names another chapter's results folder in its code must declare that it reads it
+        named = {s for s in _code_strings(ch["notebook"]) if s in chapters and s != name}
+        assert named <= set(ch["reads"]), (profile, name, named)
+
+
+def test_reads_refuse_cycles_unknown_chapters_and_unknown_keys(tmp_path):
+    nb = "book/02_mixing_bounds.ipynb"
+    spec = {"chapters": {"a": {"notebook": nb, "reads": ["b"]}, "b": {"notebook": nb, "reads": ["c"]},
+                         "c": {"notebook": nb, "reads": ["a"]}}}
+    with pytest.raises(ValueError, match="cycle: a -> b -> c -> a"):
+        P._check_chapters(spec, tmp_path / "x.yaml")
+    for bad in ({"notebook": nb, "reads": ["a"]}, {"notebook": nb, "reads": ["nope"]}, {"notebook": nb, "reads": "b"}):
+        with pytest.raises(ValueError, match="'reads' lists other chapters"):
+            P._check_chapters({"chapters": {"a": bad, "b": {"notebook": nb}}}, tmp_path / "x.yaml")
+    with pytest.raises(ValueError, match="unknown keys"):
+        P._check_chapters({"chapters": {"a": {"notebook": nb, "read": ["b"]}}}, tmp_path / "x.yaml")
+    ok = {"chapters": {"b": {"notebook": nb, "reads": ["a"]}, "a": {"notebook": nb}, "c": {"notebook": nb}}}
+    P._check_chapters(ok, tmp_path / "x.yaml")
+    assert P.build_order(ok, ["c", "b", "a"]) == ["a", "b", "c"]
+    assert P.build_order(ok, ["b"]) == ["b"]

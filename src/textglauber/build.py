@@ -1,7 +1,8 @@
 """Execute the chapters of a profile with papermill, then build the book with Jupyter Book 1.
 
-    python -m textglauber.build --profile smoke                 # every chapter, then the site
-    python -m textglauber.build --profile smoke --chapter incompatibility
+    python -m textglauber.build --profile smoke                 # every chapter that changed, then the site
+    python -m textglauber.build --profile smoke --force         # every chapter, changed or not
+    python -m textglauber.build --profile smoke --chapter incompatibility   # this one, changed or not
     python -m textglauber.build --profile smoke --no-execute    # rebuild the site only
 
 Layout (all build products, none tracked):
@@ -9,7 +10,13 @@ Layout (all build products, none tracked):
 - ``_build/<profile>/``          staging copy of the book: _config.yml, _toc.yml, book/*.md and
                                  the executed notebooks (sources stay clean);
 - ``_build/<profile>/_build/html`` the site;
+- ``_build/<profile>/.stamps/``   one stamp per finished chapter (:mod:`textglauber.buildcache`);
 - ``results/<profile>/<chapter>/`` parquet tables and manifest.json written by each chapter.
+
+Chapters run in the order their data flows (a chapter after those whose results it ``reads``,
+see :mod:`textglauber.params`). A chapter whose inputs are unchanged since its last finished run,
+and whose outputs are all still there, is skipped with a line that says so; one that changed, or
+``--force``, or a chapter named with ``--chapter``, is executed again.
 
 Every model a selected chapter names is resolved before anything runs, so a missing model
 gives one clear message and no compute is spent.
@@ -25,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import buildcache as cache
 from . import params as P
 from .results import repo_root
 
@@ -85,18 +93,23 @@ def stage(profile: str, build_root: Path) -> Path:
     return dst
 
 
-def execute(profile: str, chapter: str, staged: Path, results_root: Path) -> float:
+def execute(profile: str, chapter: str, staged: Path, results_root: Path, spec: dict | None = None) -> float:
+    """Run one chapter with papermill. The executed notebook replaces the staged one only once it
+    has run through (papermill saves after every cell, so it writes to a partial file first)."""
     import papermill as pm
 
-    spec = P.load_profile(profile)
+    spec = spec or P.load_profile(profile)
     nb = spec["chapters"][chapter]["notebook"]
-    prm = P.chapter_parameters(profile, chapter, results_root)
+    prm = P.chapter_parameters(profile, chapter, results_root, spec=spec)
+    partial = cache.partial_notebook(staged, chapter)
+    partial.parent.mkdir(parents=True, exist_ok=True)
     os.environ.update(QUIET_ENV)
     t0 = time.time()
     print(f"[{profile}] executing {nb} ...", flush=True)
-    pm.execute_notebook(str(repo_root() / nb), str(staged / nb), parameters=prm, cwd=str(repo_root() / "book"),
+    pm.execute_notebook(str(repo_root() / nb), str(partial), parameters=prm, cwd=str(repo_root() / "book"),
                         kernel_name="python3", progress_bar=False, log_output=False)
-    tidy_executed(staged / nb)
+    tidy_executed(partial, output_path=staged / nb)
+    os.replace(partial, staged / nb)
     dt = time.time() - t0
     print(f"[{profile}] {chapter}: {dt:.0f} s", flush=True)
     record_timing(results_root / profile, chapter, dt)
@@ -108,16 +121,54 @@ def record_timing(folder: Path, chapter: str, seconds: float) -> None:
     import json
     import platform
 
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "timings.json"
     data = json.loads(path.read_text()) if path.exists() else {}
     data[chapter] = {"seconds": round(seconds, 1), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                      "when": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
-    path.write_text(json.dumps(data, indent=1))
+    cache.write_json_atomic(path, data)
 
 
-def tidy_executed(nb_path: Path) -> None:
-    """Tidy an executed notebook for the site.
+def upstream_problem(spec: dict, profile: str, chapter: str, staged: Path, results_root: Path) -> str | None:
+    """Why ``chapter`` must not run yet: a chapter it reads left results without finishing them."""
+    for up in spec["chapters"][chapter]["reads"]:
+        folder = results_root / profile / up
+        if not cache.tree_digests(folder):
+            continue            # never run here: the chapter says on its page that they are missing
+        stamp = cache.read_stamp(cache.stamp_path(staged, up))
+        why = "no finished run recorded" if stamp is None else cache.missing_outputs(
+            stamp, staged / spec["chapters"][up]["notebook"], folder)
+        if why:
+            return (f"{chapter} reads the results of {up}, which are not complete here ({why}); "
+                    f"execute {up} first (./run_all.sh --chapter {up} --chapter {chapter})")
+    return None
+
+
+def run_chapters(profile: str, spec: dict, chapters: list[str], staged: Path, results_root: Path,
+                 forced: str | None = None) -> list[str]:
+    """Execute what changed among ``chapters`` in data order, skip the rest; return those executed.
+    ``forced`` (a reason) executes every one of them regardless."""
+    done = []
+    for ch in P.build_order(spec, chapters):
+        nb = staged / spec["chapters"][ch]["notebook"]
+        stamp = cache.stamp_path(staged, ch)
+        inputs = cache.chapter_inputs(spec, profile, ch, results_root)
+        complete, why = cache.status(stamp, inputs, nb, results_root / profile / ch)
+        if complete and not forced:
+            print(f"[{profile}] skipped {ch}: {why}", flush=True)
+            continue
+        problem = upstream_problem(spec, profile, ch, staged, results_root)
+        if problem:
+            raise SystemExit(problem)
+        print(f"[{profile}] {ch} runs: {forced or why}", flush=True)
+        cache.clear(stamp)                   # from here until the new stamp, the chapter is incomplete
+        seconds = execute(profile, ch, staged, results_root, spec)
+        cache.write_stamp(stamp, inputs, nb, results_root / profile / ch, seconds)
+        done.append(ch)
+    return done
+
+
+def tidy_executed(nb_path: Path, output_path: Path | None = None) -> None:
+    """Tidy an executed notebook for the site (``output_path``: where it will lie, for its metadata).
 
     Widget outputs (progress bars that escaped) and widget state go: the site would load their
     JavaScript from a CDN. The notebook's default parameters cell is hidden behind the cell
@@ -128,6 +179,8 @@ def tidy_executed(nb_path: Path) -> None:
 
     nb = nbformat.read(nb_path, as_version=4)
     nb.metadata.pop("widgets", None)
+    if output_path is not None and "papermill" in nb.metadata:
+        nb.metadata["papermill"]["output_path"] = str(output_path)
     injected = any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells)
     for cell in nb.cells:
         tags = cell.metadata.get("tags", [])
@@ -191,7 +244,8 @@ def check_site(html_dir: Path, chapters: dict) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m textglauber.build", description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="smoke")
-    ap.add_argument("--chapter", action="append", help="run only this chapter (repeatable)")
+    ap.add_argument("--chapter", action="append", help="execute only this chapter, changed or not (repeatable)")
+    ap.add_argument("--force", action="store_true", help="execute the chapters even where nothing changed")
     ap.add_argument("--no-execute", action="store_true", help="build the site from what is staged")
     ap.add_argument("--no-book", action="store_true", help="execute chapters only")
     ap.add_argument("--build-dir", default=str(repo_root() / "_build"))
@@ -209,8 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     if not a.no_execute:
         build_artifacts(spec.get("artifacts", []))
         preflight(a.profile, chapters)
-        for ch in chapters:
-            execute(a.profile, ch, staged, Path(a.results))
+        forced = "--force" if a.force else "named with --chapter" if a.chapter else None
+        run_chapters(a.profile, spec, chapters, staged, Path(a.results).resolve(), forced)
     if a.no_book:
         return 0
     html = build_site(staged)

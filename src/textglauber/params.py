@@ -1,4 +1,11 @@
-"""Profiles: one YAML file per profile under ``params/``, one section per chapter."""
+"""Profiles: one YAML file per profile under ``params/``, one section per chapter.
+
+A chapter's section holds its ``notebook``, its ``parameters`` and, where it reads what other
+chapters or tools wrote, ``reads`` (chapters of the same profile whose results it reads: it runs
+after them and is executed again when their results change) and ``reads_files`` (other files it
+reads: a pattern under ``results/`` is taken in the build's results folder, any other relative to
+the repository root). The chapters' reads form no cycle.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -56,6 +63,52 @@ def derive(base: dict, spec: dict, path: Path) -> dict:
     return out
 
 
+CHAPTER_KEYS = ("notebook", "parameters", "reads", "reads_files")
+
+
+def _check_chapters(spec: dict, path: Path) -> None:
+    chapters = spec["chapters"]
+    for name, ch in chapters.items():
+        if "notebook" not in ch or not (repo_root() / ch["notebook"]).exists():
+            raise ValueError(f"{path}: chapter {name!r} names no existing notebook")
+        unknown = sorted(set(ch) - set(CHAPTER_KEYS))
+        if unknown:
+            raise ValueError(f"{path}: chapter {name!r} has unknown keys {unknown}; a chapter holds {CHAPTER_KEYS}")
+        ch.setdefault("parameters", {})
+        reads = ch.setdefault("reads", [])
+        if not isinstance(reads, list) or name in reads or any(r not in chapters for r in reads):
+            raise ValueError(f"{path}: chapter {name!r} reads {reads!r}; 'reads' lists other chapters of "
+                             f"this profile ({', '.join(chapters)})")
+        files = ch.setdefault("reads_files", [])
+        if not isinstance(files, list) or not all(isinstance(f, str) and f for f in files):
+            raise ValueError(f"{path}: chapter {name!r}: 'reads_files' is a list of path patterns")
+    build_order(spec, list(chapters))          # raises on a cycle
+
+
+def build_order(spec: dict, chapters: list[str]) -> list[str]:
+    """``chapters`` in the order they must run: each after the chapters it reads (directly or
+    through chapters not selected), otherwise in the profile's order. A cycle is an error."""
+    order, done, path = [], set(), []
+
+    def visit(name: str) -> None:
+        if name in done:
+            return
+        if name in path:
+            cycle = path[path.index(name):] + [name]
+            raise ValueError(f"chapters read each other's results in a cycle: {' -> '.join(cycle)}")
+        path.append(name)
+        for upstream in spec["chapters"][name].get("reads", []):
+            visit(upstream)
+        path.pop()
+        done.add(name)
+        if name in chapters:
+            order.append(name)
+
+    for name in spec["chapters"]:
+        visit(name)
+    return order
+
+
 def load_profile(profile: str) -> dict:
     path = profile_path(profile)
     if not path.exists():
@@ -67,16 +120,15 @@ def load_profile(profile: str) -> dict:
         spec = derive(load_profile(spec["derive"]), spec, path)
     if not isinstance(spec, dict) or "chapters" not in spec:
         raise ValueError(f"{path} must hold a mapping with a 'chapters' section")
-    for name, ch in spec["chapters"].items():
-        if "notebook" not in ch or not (repo_root() / ch["notebook"]).exists():
-            raise ValueError(f"{path}: chapter {name!r} names no existing notebook")
-        ch.setdefault("parameters", {})
+    _check_chapters(spec, path)
     return spec
 
 
-def chapter_parameters(profile: str, chapter: str, results_root: str | Path | None = None) -> dict:
-    """The flat parameter dict papermill injects into a chapter's notebook."""
-    spec = load_profile(profile)
+def chapter_parameters(profile: str, chapter: str, results_root: str | Path | None = None,
+                       spec: dict | None = None) -> dict:
+    """The flat parameter dict papermill injects into a chapter's notebook (``spec``: the loaded
+    profile, when the caller has it)."""
+    spec = spec or load_profile(profile)
     if chapter not in spec["chapters"]:
         raise ValueError(f"profile {profile!r} has no chapter {chapter!r}; it has {sorted(spec['chapters'])}")
     params = dict(spec.get("defaults", {}))

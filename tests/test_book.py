@@ -68,3 +68,26 @@ def test_site_check_wants_a_page_with_a_figure_per_chapter(tmp_path):
     (tmp_path / "book" / "02_b.html").write_text("<p>no figure</p>")
     problems = build.check_site(tmp_path, chapters)
     assert problems == ["chapter b: the page shows no figure"]
+
+
+def test_executed_notebooks_show_paths_relative_to_the_repository(tmp_path):
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    root = str(build.repo_root())
+    nb = new_notebook(metadata={"papermill": {"parameters": {"results_root": f"{root}/results"}, "input_path": f"{root}/book/x.ipynb"}})
+    injected = new_code_cell(f'results_root = "{root}/results"', metadata={"tags": ["injected-parameters"]})
+    done = new_code_cell("print(out)", outputs=[new_output("stream", name="stdout", text=f"results written to {root}/results/smoke/x\n"),
+                                                new_output("display_data", data={"text/html": f"<p>{root}</p>", "image/png": "iVBOR"})])
+    nb.cells = [injected, done]
+    path = tmp_path / "x.ipynb"
+    nbformat.write(nb, path)
+    build.tidy_executed(path, output_path=Path(root) / "_build" / "smoke" / "book" / "x.ipynb")
+    text = path.read_text()
+    assert root not in text
+    back = nbformat.read(path, as_version=4)
+    assert back.cells[0].source == 'results_root = "results"'
+    assert back.cells[1].outputs[0].text == "results written to results/smoke/x\n"
+    assert back.cells[1].outputs[1].data["text/html"] == "<p>.</p>" and back.cells[1].outputs[1].data["image/png"] == "iVBOR"
+    assert back.metadata.papermill.output_path == "_build/smoke/book/x.ipynb"
+    assert back.metadata.papermill.parameters.results_root == "results"

@@ -64,14 +64,17 @@ def preflight(profile: str, chapters: list[str]) -> None:
         raise SystemExit(f"profile {profile!r} cannot run:\n" + "\n".join(problems))
 
 
-def build_artifacts(names: list[str]) -> None:
+def build_artifacts(names: list[str], results_root: Path | None = None) -> None:
     """Expensive intermediates a profile needs, each built once and cached: ``standins`` (the
-    paper profile's local stand-ins, _build/standins/) or a training preset (_build/models/<name>)."""
-    from . import standins, train_mlm
+    paper profile's local stand-ins, _build/standins/), a short benchmark (``bench*``, see
+    :mod:`textglauber.benchcache`, into results/bench/) or a training preset (_build/models/<name>)."""
+    from . import benchcache, standins, train_mlm
 
     for name in names:
         if name == "standins":
             standins.ensure()
+        elif name in benchcache.PRESETS:
+            benchcache.ensure(name, results_root or repo_root() / "results")
         else:
             train_mlm.ensure(name)
 
@@ -173,7 +176,8 @@ def tidy_executed(nb_path: Path, output_path: Path | None = None) -> None:
     Widget outputs (progress bars that escaped) and widget state go: the site would load their
     JavaScript from a CDN. The notebook's default parameters cell is hidden behind the cell
     papermill injected, which holds the values that actually ran; the other code cells fold
-    behind a toggle.
+    behind a toggle. Paths inside the repository are shown relative to it (the injected
+    ``results_root``, printed paths, papermill's record): no page shows the build machine's folders.
     """
     import nbformat
 
@@ -181,6 +185,8 @@ def tidy_executed(nb_path: Path, output_path: Path | None = None) -> None:
     nb.metadata.pop("widgets", None)
     if output_path is not None and "papermill" in nb.metadata:
         nb.metadata["papermill"]["output_path"] = str(output_path)
+    root = str(repo_root())
+    nb.metadata = relative_paths(nb.metadata, root)
     injected = any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells)
     for cell in nb.cells:
         tags = cell.metadata.get("tags", [])
@@ -188,10 +194,54 @@ def tidy_executed(nb_path: Path, output_path: Path | None = None) -> None:
             cell.metadata["tags"] = tags + ["remove-cell"]
         elif cell.cell_type == "code" and not {"injected-parameters", "hide-input", "remove-input"} & set(tags):
             cell.metadata["tags"] = tags + ["hide-input"]     # the page reads as prose, tables, figures
+        cell.source = relative_paths(cell.source, root)
         if cell.cell_type == "code":
-            cell.outputs = [o for o in cell.outputs
+            cell.outputs = [relative_paths(o, root) for o in cell.outputs
                             if "application/vnd.jupyter.widget-view+json" not in o.get("data", {})]
     nbformat.write(nb, nb_path)
+
+
+def relative_paths(obj, root: str):
+    """``obj`` (text, or an output or metadata mapping) with ``root``'s absolute paths made relative
+    to it; images are left alone."""
+    if isinstance(obj, str):
+        return obj.replace(root + "/", "").replace(root, ".")
+    if isinstance(obj, list):
+        return [relative_paths(v, root) for v in obj]
+    if isinstance(obj, dict):
+        return type(obj)({k: v if str(k).startswith("image/") else relative_paths(v, root) for k, v in obj.items()})
+    return obj
+
+
+FRONT = "book/00_findings.ipynb"      # the findings page, computed from the results after the chapters
+
+
+def execute_front(profile: str, staged: Path, results_root: Path) -> None:
+    """The findings page from the results as they are now: on every build, since it takes seconds."""
+    import papermill as pm
+
+    partial = staged / "book" / ".00_findings.partial.ipynb"
+    print(f"[{profile}] executing {FRONT} ...", flush=True)
+    pm.execute_notebook(str(repo_root() / FRONT), str(partial), cwd=str(repo_root() / "book"), kernel_name="python3",
+                        parameters={"profile": profile, "results_root": str(results_root)}, progress_bar=False,
+                        log_output=False)
+    tidy_executed(partial, output_path=staged / FRONT)
+    os.replace(partial, staged / FRONT)
+
+
+def browser_check(html_dir: Path) -> list[str]:
+    """Every page in headless Chromium (:mod:`textglauber.sitecheck`), screenshots beside the site;
+    skipped, with a line that says so, where no chromium program is installed."""
+    from . import sitecheck
+
+    if sitecheck.find_chromium() is None:
+        print("browser check skipped: no chromium program (Debian: apt-get install chromium)", file=sys.stderr)
+        return []
+    shots = html_dir.parent / "screenshots"
+    problems = sitecheck.check_site(html_dir, shots)
+    print(f"browser check: {len(sitecheck.pages(html_dir))} pages at {' and '.join(map(str, sitecheck.WIDTHS))} px, "
+          f"{len(problems)} problems; screenshots in {shots}", flush=True)
+    return problems
 
 
 def build_site(staged: Path) -> Path:
@@ -261,14 +311,16 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown chapter(s) {unknown}; profile {a.profile!r} has {list(spec['chapters'])}")
     staged = stage(a.profile, Path(a.build_dir))
     if not a.no_execute:
-        build_artifacts(spec.get("artifacts", []))
+        build_artifacts(spec.get("artifacts", []), Path(a.results).resolve())
         preflight(a.profile, chapters)
         forced = "--force" if a.force else "named with --chapter" if a.chapter else None
         run_chapters(a.profile, spec, chapters, staged, Path(a.results).resolve(), forced)
+        if not a.no_book:
+            execute_front(a.profile, staged, Path(a.results).resolve())
     if a.no_book:
         return 0
     html = build_site(staged)
-    problems = check_site(html, spec["chapters"])
+    problems = check_site(html, spec["chapters"]) + browser_check(html)
     if problems:
         print("the built site has problems:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 1

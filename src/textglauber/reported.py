@@ -30,3 +30,12 @@ BASINS_CROSSING = (46, 50)          # chains crossing the politics baseline at l
 BASINS_ENDPOINT_POLITICS = {        # BERT / RoBERTa / ModernBERT
     "health": (0.044, 0.112, 0.026), "sport": (0.036, 0.042, 0.052), "science": (0.056, 0.062, 0.037),
     "food": (0.174, 0.052, 0.038), "technology": (0.038, 0.198, 0.033)}
+
+# section 4: the crossover (a shape, not a table of numbers)
+CROSSOVER = {"growth_law": "n log n", "fit": "a n log n + b at high temperature",
+             "boundary": "near T of order 1 (secondary sources: 0.5-1 or 1.5-2), moving to higher T as n grows",
+             "trials": 100, "seed_tokens": 20}
+
+# section 6: traps on bert-base-uncased (30 chains x 10,000 steps)
+TRAPS = {"chains": 30, "steps": 10_000, "traps": 17, "mean_duration": 671, "duration_range": (150, 4_950),
+         "perfect": 4, "approximate": 13, "bound": "escape times below one step for every trap: valid but vacuous"}

@@ -205,7 +205,7 @@ def _format_column(col: pd.Series, digits: int, na: str, fmt=None) -> tuple[list
 
 def show(df: pd.DataFrame, *, intervals: dict | None = None, pivot: dict | None = None,
          names=NAME_COLUMNS, digits: int = 3, formats: dict | None = None, caption: str | None = None,
-         na: str = NA, registry: Names | None = None) -> Table:
+         na: str = NA, registry: Names | None = None, markup=()) -> Table:
     """The table a reader sees.
 
     - ``intervals``: ``{label: (value, low, high)}``: the three columns become one column
@@ -214,7 +214,8 @@ def show(df: pd.DataFrame, *, intervals: dict | None = None, pivot: dict | None 
       (temperatures as rows), one column per ``columns`` value (e.g. per model);
     - ``names``: columns holding model names, shortened (see :func:`short_name`) with a legend
       of the full names the first time a name is shortened in this chapter;
-    - ``formats``: per-column format strings or functions that override the defaults.
+    - ``formats``: per-column format strings or functions that override the defaults;
+    - ``markup``: columns whose cells are HTML already (links), shown as they are.
     """
     registry = registry or NAMES
     f = df.copy()
@@ -253,10 +254,10 @@ def show(df: pd.DataFrame, *, intervals: dict | None = None, pivot: dict | None 
     out.columns = [_label(c) for c in out.columns]
     kinds = {_label(k): v for k, v in kinds.items()}
     legend = registry.unexplained()
-    return Table(frame=out, html=_html(out, kinds, caption, legend), legend=legend)
+    return Table(frame=out, html=_html(out, kinds, caption, legend, {_label(c) for c in markup}), legend=legend)
 
 
-def _html(frame: pd.DataFrame, kinds: dict, caption: str | None, legend: dict) -> str:
+def _html(frame: pd.DataFrame, kinds: dict, caption: str | None, legend: dict, markup=frozenset()) -> str:
     e = html.escape
     head = "".join(f"<th>{e(c)}</th>" for c in frame.columns)
     body = []
@@ -264,7 +265,7 @@ def _html(frame: pd.DataFrame, kinds: dict, caption: str | None, legend: dict) -
         tds = []
         for c, v in zip(frame.columns, row):
             k = kinds.get(c, "word")
-            tds.append(f'<td class="tg-{k}">{e(str(v))}</td>')
+            tds.append(f'<td class="tg-{k}">{str(v) if c in markup else e(str(v))}</td>')
         body.append("<tr>" + "".join(tds) + "</tr>")
     cap = f"<caption>{e(caption)}</caption>" if caption else ""
     table = (f'<div class="tg-box" style="overflow-x:auto;max-width:100%">'

@@ -1,0 +1,72 @@
+"""The short benchmark as a cached build artifact, so that the cost appendix shows the engine's
+speed measured on the machine that built the book.
+
+A profile lists ``bench`` (the default profile: the BERT-base shape and the packaged models at
+n = 20, batch 1 and 64, a few minutes on 2 cores) or ``bench-smoke`` (the BERT-base shape alone,
+one step per timed call) among its ``artifacts``. The build runs ``python -m textglauber.bench``
+with the preset's arguments, writing ``results/bench/bench-cpu-<preset>.csv`` and its JSON record,
+and runs it again only when its key changes: the arguments, the library code the benchmark can
+reach, the installed versions and the machine (processor and core count).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PRESETS = {
+    "bench": ["--models", "bert-base", "package:antiberty", "package:rxnfp-bert", "--lengths", "20",
+              "--batches", "1", "64"],
+    "bench-smoke": ["--models", "bert-base", "--lengths", "20", "--batches", "1", "64", "--steps", "1"],
+}
+
+
+def machine() -> dict:
+    cpu = ""
+    try:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                    if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"machine": platform.machine(), "processor": cpu or platform.processor(), "cores": os.cpu_count()}
+
+
+def key(preset: str) -> dict:
+    """What the artifact depends on."""
+    from . import buildcache
+
+    with tempfile.TemporaryDirectory() as tmp:           # the modules `textglauber.bench` can reach
+        probe = Path(tmp) / "probe.ipynb"
+        probe.write_text(json.dumps({"cells": [{"cell_type": "code", "source": ["from textglauber import bench"],
+                                                "metadata": {}, "outputs": []}], "metadata": {}, "nbformat": 4,
+                                     "nbformat_minor": 5}))
+        code = buildcache.code_inputs(probe)
+    return {"arguments": PRESETS[preset], "code": code, "environment": buildcache.environment(), "machine": machine()}
+
+
+def paths(preset: str, results_root: Path) -> tuple[Path, Path]:
+    folder = Path(results_root) / "bench"
+    return folder / f"bench-cpu-{preset}.csv", folder / f"artifact-{preset}.json"     # (not bench-*: the page reads those)
+
+
+def ensure(preset: str, results_root: str | Path) -> Path:
+    """The preset's benchmark table, measured now if it is missing or its key changed."""
+    from . import buildcache
+
+    if preset not in PRESETS:
+        raise SystemExit(f"unknown benchmark artifact {preset!r}; known: {', '.join(PRESETS)}")
+    csv, stamp = paths(preset, Path(results_root))
+    wanted = buildcache.digest(key(preset))
+    if csv.exists() and stamp.exists() and json.loads(stamp.read_text()).get("key") == wanted:
+        print(f"[bench] {preset}: measured before on this machine with the same code ({csv.name})", flush=True)
+        return csv
+    stamp.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "textglauber.bench", *PRESETS[preset], "--out", str(csv)]
+    print(f"[bench] {preset}: measuring ({' '.join(cmd[1:])})", flush=True)
+    subprocess.run(cmd, check=True)
+    buildcache.write_json_atomic(stamp, {"key": wanted, "preset": preset})
+    return csv

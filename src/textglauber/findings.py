@@ -1,0 +1,348 @@
+"""The front page's findings: what one build of the book found, chapter by chapter, beside the
+preprint's reported figures, read from the build's results folder.
+
+    f = findings.collect("results", "offline")
+    findings.preamble(f)      # profile, models, commits, dates (Markdown)
+    findings.show(f)          # the table: one row per chapter, linked to its page
+
+Every sentence is computed from the results that exist; a chapter that has not run says so.
+Model names are given as the chapters give them, and the preamble says whether any model is one
+of the preprint's, so no number of another model is read as a BERT number.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import params as P
+from . import reported
+from .results import repo_root
+from .tables import interval, number
+
+PREPRINT = "preprint (arXiv 2605.16378)"
+PREPRINT_MODELS = set(reported.RECTANGLE_MEAN_R) | {"facebook/bart-large-mnli"}
+
+
+@dataclass
+class Findings:
+    profile: str
+    description: str
+    models: list[str]
+    shared: list[str]                 # models that are also the preprint's
+    commits: dict[str, list[str]]     # commit -> chapters whose results it produced
+    dirty: list[str]                  # chapters run from a tree with uncommitted changes
+    ran: tuple[str, str] | None       # first and last time a chapter's results were written (UTC)
+    built: str
+    build_commit: str | None
+    rows: list[dict] = field(default_factory=list)   # chapter, page, title, this run, preprint (HTML cells)
+
+
+def _e(text) -> str:
+    return html.escape(str(text))
+
+
+def _name(name) -> str:
+    """A model name that never breaks across lines."""
+    return f'<span style="white-space:nowrap">{_e(name)}</span>'
+
+
+def _manifest(folder: Path) -> dict | None:
+    p = folder / "manifest.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def _table(folder: Path, name: str) -> pd.DataFrame | None:
+    p = folder / f"{name}.parquet"
+    return pd.read_parquet(p) if p.exists() else None
+
+
+def title(notebook: str) -> str:
+    """A chapter's title: the first heading of its notebook."""
+    import nbformat
+
+    nb = nbformat.read(repo_root() / notebook, as_version=4)
+    for c in nb.cells:
+        if c.cell_type == "markdown":
+            for line in c.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return Path(notebook).stem
+
+
+# --------------------------------------------------------------------------- one headline per chapter
+def incompatibility(folder: Path, root: Path, profile: str) -> str:
+    s = _table(folder, "summary")
+    if s is None:
+        return ""
+    parts = [f"{_name(r.model)} {interval(r['mean R'], r['95% CI low'], r['95% CI high'])}"
+             for _, r in s[s.kind == "mlm"].iterrows()]
+    text = "Mean R (95% interval) per masked LM: " + "; ".join(parts) + "." if parts else "No masked LM ran."
+    ctrl = s[s.kind == "causal"]
+    if len(ctrl):
+        c = ctrl.iloc[0]
+        text += f" Joint control {_name(c.model)}: mean R {number(c['mean R'])}, largest {number(c['max R'])}."
+    return text
+
+
+def incompatibility_preprint() -> str:
+    mlm = "; ".join(f"{_name(m)} {v:.3f}" for m, v in reported.RECTANGLE_MEAN_R.items() if m != "gpt2")
+    return (f"Mean R over {reported.RECTANGLE_PROTOCOL['rectangles_per_model']} MS MARCO rectangles: {mlm}. "
+            f"Joint control {_name('gpt2')}: {reported.RECTANGLE_MEAN_R['gpt2']:.3f}.")
+
+
+def _fast_temperatures(root: Path, profile: str) -> tuple[str | None, list[float]]:
+    """The crossover chapter's model and the finite fast thresholds of its coupling grid."""
+    from . import coupling
+
+    cross = root / profile / "crossover"
+    m, summary = _manifest(cross), _table(cross, "summary")
+    if m is None or summary is None:
+        return None, []
+    cells = summary[summary.kind == "coupling"]
+    return m["parameters"]["model"]["name"], [t for _, t in coupling.fast_threshold(cells) if math.isfinite(t)]
+
+
+def bounds(folder: Path, root: Path, profile: str) -> str:
+    alpha = _table(folder, "alpha")
+    if alpha is None:
+        return ""
+    t_star = alpha.groupby("model", sort=False).t_star.first()
+    text = ("Estimated T* (a lower bound on T*): "
+            + "; ".join(f"{_name(m)} {number(t)}" for m, t in t_star.items()) + ".")
+    model, fast = _fast_temperatures(root, profile)
+    if model is None:
+        text += " The crossover chapter has not run, so there is no empirical fast temperature to set it against."
+    elif not fast:
+        text += (f" The crossover chapter's pairs ({_name(model)}) coupled at no temperature of its grid, so there is "
+                 "no empirical fast temperature to set T* against.")
+    elif model not in t_star:
+        text += (f" The crossover chapter ran {_name(model)}, which this chapter did not estimate; its lowest fast "
+                 f"temperature is {min(fast):g}.")
+    else:
+        ratio = t_star[model] / min(fast)
+        text += (f" For {_name(model)}, T* is at least {number(ratio)} times the lowest temperature at which the "
+                 f"crossover chapter's median pair coupled within its budget ({min(fast):g}).")
+    return text
+
+
+def crossover(folder: Path, root: Path, profile: str) -> str:
+    from . import coupling
+
+    m, fits, summary = _manifest(folder), _table(folder, "law_fits"), _table(folder, "summary")
+    if m is None or fits is None:
+        return ""
+    delta = float(m["parameters"]["delta"])
+    main = fits[np.isclose(fits.delta, delta)]
+    laws = "; ".join(f"T = {r.temperature:g}: {_e(r.verdict)}" + (f" ({_e(r.support)})" if r.support and r.verdict != "cannot tell"
+                                                                  and r.verdict != "none of the three" else "")
+                     for r in main.itertuples())
+    text = f"Growth law of the hitting times (δ = {delta:g}) supported by the data, by temperature: {laws}."
+    if summary is not None:
+        boundary = coupling.fast_threshold(summary[summary.kind == "coupling"])
+        if boundary:
+            text += (f" The coupling grid's fast/slow boundary {_e(coupling.threshold_trend(boundary))} from "
+                     f"n = {boundary[0][0]} to n = {boundary[-1][0]}.")
+    return text + f" Model: {_name(m['parameters']['model']['name'])}."
+
+
+def crossover_preprint() -> str:
+    c = reported.CROSSOVER
+    return f"Hitting times fit {_e(c['fit'])}; the fast/slow boundary lies {_e(c['boundary'])}."
+
+
+def basins(folder: Path, root: Path, profile: str) -> str:
+    m, summ, rec = _manifest(folder), _table(folder, "summary"), _table(folder, "recurrence")
+    if m is None or summ is None or rec is None:
+        return ""
+    p = m["parameters"]
+    label, labels, steps = p["basin_label"], p["labels"], int(p["steps"])
+    first = rec.model.iloc[0]
+    r0 = rec[rec.model == first]
+    return (f"{_name(first)}: mean {_e(label)} score over the {len(summ)} seed topics "
+            f"{summ[f'{label} at 0'].mean():.3f} at step 0 and {summ[f'{label} at end'].mean():.3f} at step {steps:,}; "
+            f"{int(r0.crossed_up.sum())} of {len(r0)} chains crossed the {_e(label)} baseline (1/{len(labels)}) upward.")
+
+
+def basins_preprint() -> str:
+    start = np.mean([a for a, _ in reported.BASINS_POLITICS.values()])
+    end = np.mean([b for _, b in reported.BASINS_POLITICS.values()])
+    up, n = reported.BASINS_CROSSING
+    return (f"{_name('bert-base-uncased')}: mean politics score over the {len(reported.BASINS_POLITICS)} seed topics "
+            f"{start:.3f} at step 0 and {end:.3f} at step 10,000; {up} of {n} chains crossed the politics baseline.")
+
+
+def traps(folder: Path, root: Path, profile: str) -> str:
+    m = _manifest(folder)
+    if m is None:
+        return ""
+    p = m["parameters"]
+    run = (f"{_name(p['model']['name'])} at T = {float(p['temperature']):g}, {int(p['chains'])} chains x "
+           f"{int(p['steps']):,} steps")
+    cat = _table(folder, "traps")
+    if cat is None or not len(cat):
+        return f"{run}: no trap."
+    perfect = int((cat.type == "perfect").sum())
+    return (f"{run}: {len(cat)} traps, {perfect} perfect ({perfect / len(cat):.0%}), mean duration "
+            f"{cat.duration.mean():,.0f} steps ({cat.duration.min():,} to {cat.duration.max():,}).")
+
+
+def traps_preprint() -> str:
+    t = reported.TRAPS
+    lo, hi = t["duration_range"]
+    return (f"{_name('bert-base-uncased')}, {t['chains']} chains x {t['steps']:,} steps: {t['traps']} traps, {t['perfect']} "
+            f"perfect ({t['perfect'] / t['traps']:.0%}), mean duration {t['mean_duration']:,} steps ({lo:,} to {hi:,}).")
+
+
+def ground_truth(folder: Path, root: Path, profile: str) -> str:
+    t = _table(folder, "ground_truth")
+    if t is None:
+        return ""
+    exact = t["exact t_mix"]
+    parts = []
+    c = t[t["coupling estimate"].notna() & exact.notna()]
+    if len(c):
+        near = int((c["coupling estimate"] / c["exact t_mix"]).between(0.5, 2).sum())
+        parts.append(f"the coupling estimate lies within a factor 2 of the exact mixing time in {near} of {len(c)}")
+    h = t[t["hitting time (median)"].notna() & exact.notna()]
+    if len(h):
+        r = h["exact t_mix"] / h["hitting time (median)"]
+        parts.append(f"the median hitting time is below it in {int((r > 1).sum())} of {len(h)} (by up to {number(r.max())} times)")
+    b = t[np.isfinite(t["contraction bound"]) & exact.notna()]
+    if len(b):
+        parts.append(f"the contraction bound holds in {int((b['contraction bound'] >= b['exact t_mix']).sum())} of {len(b)} "
+                     "cases where the exact alpha is below one")
+    else:
+        parts.append("the exact alpha is below one in no case, so the contraction bound never applies")
+    models = ", ".join(_name(m) for m in t.model.unique())
+    return (f"Over {len(t)} model-temperature cases ({models}, restricted to a few tokens and short lengths): "
+            + "; ".join(parts) + ".")
+
+
+def ground_truth_preprint() -> str:
+    return "No exact values: coupling and hitting times are used as the measure of mixing on BERT."
+
+
+def cost(folder: Path, root: Path, profile: str) -> str:
+    from . import bench
+
+    benches = bench.read_tables(root / "bench")
+    if not benches:
+        return "No benchmark has been run for this build."
+    out = []
+    for device, df in benches.items():
+        t = bench.targets(df)
+        when = ", ".join(sorted({json.loads(p.read_text()).get("created", "")[:16].replace("T", " ")
+                                 for p in (root / "bench").glob(f"bench-{device}*.json")} - {""}))
+        text = f"{_e(device)}" + (f" (measured {when} UTC)" if when else "") + ": "
+        bound = t[t.target.str.startswith("fraction")] if len(t) else t
+        shared = t[t.target.str.contains("shared-site")] if len(t) else t
+        if len(bound):
+            r = bound.iloc[0]
+            text += (f"the engine reached {r.measured:.2f} of the compute bound ({_e(r.target)}; "
+                     f"target {r.needed:g}: {'met' if r.met else 'not met'})")
+        else:
+            text += "no cell of the BERT-base shape at the bound target's size was measured"
+        if len(shared):
+            worst = shared.loc[shared.measured.idxmin()]
+            text += (f"; ahead of the shared-site batch at every batch size: {'yes' if shared.met.all() else 'no'} "
+                     f"(least ratio {worst.measured:.2f}, {_name(worst.model)}, {_e(worst.target.split(', ')[-2] if ', ' in worst.target else '')})")
+        out.append(text + ".")
+    return " ".join(out)
+
+
+def cost_preprint() -> str:
+    return ("Not reported. The book's targets: 0.8 of the compute bound per pass on a CPU, ahead of the "
+            "shared-site batch at every batch size, half the bf16 bound on a GPU.")
+
+
+HEADLINES = {"incompatibility": (incompatibility, incompatibility_preprint),
+             "bounds": (bounds, lambda: _e(reported.BOUNDS["t_star_vs_empirical"]) + " (one 14-token sentence)."),
+             "crossover": (crossover, crossover_preprint),
+             "basins": (basins, basins_preprint),
+             "traps": (traps, traps_preprint),
+             "ground_truth": (ground_truth, ground_truth_preprint),
+             "cost": (cost, cost_preprint)}
+
+
+# --------------------------------------------------------------------------- the whole page
+def collect(results_root: str | Path, profile: str) -> Findings:
+    """The findings of ``profile`` from ``results_root`` (``results/`` of the build)."""
+    from .results import git_commit
+
+    root = Path(results_root)
+    spec = P.load_profile(profile)
+    chapters = sorted(spec["chapters"].items(), key=lambda kv: kv[1]["notebook"])
+    models, commits, dirty, times, rows = [], {}, [], [], []
+    for name, ch in chapters:
+        folder = root / profile / name
+        m = _manifest(folder)
+        if m is not None:
+            for d in m.get("models", []):
+                label = d.get("name") or d.get("embedder")
+                if label and label not in models:
+                    models.append(label)
+            commit = (m.get("git") or {}).get("commit")
+            commits.setdefault((commit or "unknown")[:7], []).append(name)
+            if (m.get("git") or {}).get("dirty"):
+                dirty.append(name)
+            if m.get("created"):
+                times.append(m["created"])
+        this, theirs = HEADLINES.get(name, (lambda *a: "", lambda: ""))
+        found = this(folder, root, profile)
+        rows.append({"chapter": name, "page": Path(ch["notebook"]).with_suffix(".html").name, "title": title(ch["notebook"]),
+                     "this run": found or "Not run in this build.", "preprint": theirs() or "-"})
+    ran = None
+    if times:
+        ts = sorted(datetime.fromisoformat(t).astimezone(timezone.utc) for t in times)
+        ran = tuple(t.strftime("%Y-%m-%d %H:%M") for t in (ts[0], ts[-1]))
+    head = git_commit()
+    return Findings(profile=profile, description=" ".join(str(spec.get("description", "")).split()), models=models,
+                    shared=[m for m in models if m in PREPRINT_MODELS], commits=commits, dirty=dirty, ran=ran,
+                    built=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"),
+                    build_commit=(head.get("commit") or "")[:7] or None, rows=rows)
+
+
+def preamble(f: Findings) -> str:
+    """What produced this build, as Markdown."""
+    lines = [f"**Profile:** `{f.profile}`" + (f". {f.description}" if f.description else "")]
+    lines.append("**Models:** " + (", ".join(f"`{m}`" for m in f.models) if f.models else "none ran yet") + ".")
+    if f.shared:
+        lines.append("Models shared with the preprint: " + ", ".join(f"`{m}`" for m in f.shared)
+                     + "; their numbers compare directly, the others' only in kind.")
+    elif f.models:
+        lines.append("None of these models is one of the preprint's: the left column measures the preprint's "
+                     "quantities on these models and says nothing about the values BERT would give (the `paper` "
+                     "profile runs the preprint's models).")
+    if f.commits:
+        if len(f.commits) == 1:
+            (c, _), = f.commits.items()
+            lines.append(f"**Commit:** `{c}`" + (" with uncommitted changes" if f.dirty else "") + ".")
+        else:
+            lines.append("**Commits:** the chapters' results come from " + "; ".join(
+                f"`{c}` ({', '.join(chs)})" for c, chs in f.commits.items())
+                + (f"; run from a tree with uncommitted changes: {', '.join(f.dirty)}." if f.dirty else "."))
+    if f.ran:
+        lines.append(f"**Date:** chapters run between {f.ran[0]} and {f.ran[1]} UTC; this page built {f.built} UTC"
+                     + (f" at commit `{f.build_commit}`." if f.build_commit else "."))
+    return "\n\n".join(lines)
+
+
+def frame(f: Findings) -> pd.DataFrame:
+    """The findings table with HTML cells (links and names that do not wrap)."""
+    return pd.DataFrame([{"chapter": f'<a href="{_e(r["page"])}">{_e(r["title"])}</a>',
+                          f"this run (profile {f.profile})": r["this run"], PREPRINT: r["preprint"]} for r in f.rows])
+
+
+def show(f: Findings):
+    """The findings table as the page shows it."""
+    from . import tables
+
+    df = frame(f)
+    return tables.show(df, markup=set(df.columns), names=())

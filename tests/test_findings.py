@@ -1,0 +1,134 @@
+"""The front page's findings table, built from a small results folder written here: every number
+it shows is checked against what the folder holds, worked out by hand."""
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from textglauber import findings, params, results
+
+PROFILE = "smoke"
+
+
+def manifest(folder, parameters, models, commit="abc1234def", created="2026-11-20T10:00:00+00:00", dirty=False):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "manifest.json").write_text(json.dumps({"created": created, "git": {"commit": commit, "dirty": dirty},
+                                                      "parameters": parameters, "models": models}))
+
+
+@pytest.fixture
+def root(tmp_path):
+    r = tmp_path / "results"
+    base = r / PROFILE
+    # incompatibility: two masked LMs and a joint control
+    inc = base / "incompatibility"
+    manifest(inc, {"profile": PROFILE}, [{"name": "m-one"}, {"name": "m-two"}, {"name": "joint"}])
+    results.write_table(pd.DataFrame({
+        "profile": PROFILE, "model": ["m-one", "m-two", "joint"], "kind": ["mlm", "mlm", "causal"],
+        "rectangles": 10, "mean R": [0.997, 0.25, 2.5e-6], "95% CI low": [0.889, 0.2, 1e-6],
+        "95% CI high": [1.104, 0.3, 4e-6], "median R": 0.1, "max R": [3.0, 1.0, 9.3e-6],
+        "Spearman(R, influence)": 0.5}), inc, "summary")
+    # bounds: T* of 5 for m-one
+    b = base / "bounds"
+    manifest(b, {"profile": PROFILE}, [{"name": "m-one"}], created="2026-11-20T11:30:00+00:00")
+    results.write_table(pd.DataFrame({"temperature": [1.0, 2.0], "alpha (lower bound)": [2.0, 1.2], "model": "m-one",
+                                      "t_star": 5.0}), b, "alpha")
+    # crossover: at n = 4 pairs couple at T = 1 and 2 (not 0.5): fast from T = 1; at n = 8 only at T = 2
+    x = base / "crossover"
+    manifest(x, {"profile": PROFILE, "model": {"name": "m-one"}, "delta": 0.3}, [{"name": "m-one"}],
+             commit="fff0000aaa")
+    cells = pd.DataFrame({"temperature": [0.5, 1.0, 2.0] * 2, "n": [4] * 3 + [8] * 3,
+                          "median": [np.nan, 40, 12, np.nan, np.nan, 30], "censored": 0.0, "kind": "coupling"})
+    results.write_table(cells, x, "summary")
+    results.write_table(pd.DataFrame({"delta": [0.3, 0.3, 0.4], "temperature": [1.0, 2.0, 1.0],
+                                      "verdict": ["cannot tell", "n log n", "n"], "support": ["", "strong", "weak"]}),
+                        x, "law_fits")
+    # basins: 4 chains of the first model, 3 crossed up; a second model's chains do not count
+    bs = base / "basins"
+    manifest(bs, {"profile": PROFILE, "basin_label": "politics", "labels": ["politics"] + [f"l{k}" for k in range(10)],
+                  "steps": 600}, [{"name": "m-one"}])
+    results.write_table(pd.DataFrame({"seed topic": ["health", "sport"], "chains": 2, "politics at 0": [0.01, 0.03],
+                                      "politics at end": [0.10, 0.20], "seed topic at 0": 0.7, "seed topic at end": 0.1}),
+                        bs, "summary")
+    results.write_table(pd.DataFrame({"model": ["m-one"] * 4 + ["m-two"] * 2, "chain": [0, 1, 2, 3, 0, 1],
+                                      "crossed_up": [True, True, False, True, False, False]}), bs, "recurrence")
+    # traps: durations 100, 200, 600; one perfect
+    t = base / "traps"
+    manifest(t, {"profile": PROFILE, "model": {"name": "m-one"}, "temperature": 0.5, "chains": 4, "steps": 2000},
+             [{"name": "m-one"}, {"embedder": "self:m-one"}])
+    results.write_table(pd.DataFrame({"chain": [0, 1, 2], "duration": [100, 200, 600],
+                                      "type": ["perfect", "approximate", "approximate"]}), t, "traps")
+    # ground truth: coupling within a factor 2 in 2 of 3 cases; hitting below exact in 1 of 2
+    g = base / "ground_truth"
+    manifest(g, {"profile": PROFILE}, [{"name": "m-one"}])
+    results.write_table(pd.DataFrame({"model": "m-one", "temperature": [0.5, 1.0, 2.0], "exact t_mix": [100.0, 20.0, 10.0],
+                                      "coupling estimate": [30.0, 15.0, 12.0], "hitting time (median)": [50.0, np.nan, 20.0],
+                                      "contraction bound": [np.inf, np.inf, 40.0]}), g, "ground_truth")
+    return r
+
+
+def cells(f):
+    return {r["chapter"]: r["this run"] for r in f.rows}
+
+
+def text(html):
+    return re.sub(r"<[^>]+>", "", html)
+
+
+def test_one_row_per_chapter_linked_to_its_page(root):
+    f = findings.collect(root, PROFILE)
+    spec = params.load_profile(PROFILE)
+    assert [r["chapter"] for r in f.rows] == ["incompatibility", "bounds", "crossover", "basins", "traps",
+                                              "ground_truth", "cost"]
+    assert len(f.rows) == len(spec["chapters"]) == 7
+    html = findings.show(f).html
+    for r in f.rows:
+        assert f'<a href="{r["page"]}">{r["title"]}</a>' in html
+    assert [r["page"] for r in f.rows][0] == "01_incompatibility.html" and f.rows[-1]["page"] == "90_cost.html"
+    assert f.rows[0]["title"] == "Incompatibility: the rectangle test"
+
+
+def test_headlines_are_read_from_the_results(root):
+    c = {k: text(v) for k, v in cells(findings.collect(root, PROFILE)).items()}
+    assert "m-one 0.997 [0.889, 1.104]; m-two 0.250 [0.200, 0.300]" in c["incompatibility"]
+    assert "joint: mean R 2.50e-06, largest 9.30e-06" in c["incompatibility"]
+    # lowest fast temperature over the lengths: 1 (n = 4); T* = 5, so a ratio of at least 5
+    assert "m-one 5.00" in c["bounds"] and "at least 5.00 times" in c["bounds"] and "(1)" in c["bounds"]
+    # only the main threshold's rows; the boundary rises from T >= 1 at n = 4 to T >= 2 at n = 8
+    assert "T = 1: cannot tell; T = 2: n log n (strong)." in c["crossover"]
+    assert "boundary rises from n = 4 to n = 8" in c["crossover"]
+    assert "mean politics score over the 2 seed topics 0.020 at step 0 and 0.150 at step 600" in c["basins"]
+    assert "3 of 4 chains crossed the politics baseline (1/11)" in c["basins"]
+    assert "m-one at T = 0.5, 4 chains x 2,000 steps: 3 traps, 1 perfect (33%), mean duration 300 steps (100 to 600)" \
+        in c["traps"]
+    assert "within a factor 2 of the exact mixing time in 2 of 3" in c["ground_truth"]
+    assert "below it in 1 of 2 (by up to 2.00 times)" in c["ground_truth"]
+    assert "holds in 1 of 1 cases" in c["ground_truth"]
+    assert c["cost"] == "No benchmark has been run for this build."
+
+
+def test_what_did_not_run_says_so(root):
+    import shutil
+
+    shutil.rmtree(root / PROFILE / "crossover")
+    shutil.rmtree(root / PROFILE / "traps")
+    c = cells(findings.collect(root, PROFILE))
+    assert c["crossover"] == c["traps"] == "Not run in this build."
+    assert "crossover chapter has not run" in c["bounds"]
+
+
+def test_preamble_names_profile_models_commits_dates_and_the_preprint_question(root):
+    f = findings.collect(root, PROFILE)
+    p = findings.preamble(f)
+    assert "**Profile:** `smoke`" in p and "Tiny word-level models" in p
+    assert "`m-one`, `m-two`, `joint`, `self:m-one`" in p
+    assert "None of these models is one of the preprint's" in p
+    assert "`fff0000` (crossover)" in p and "`abc1234` (incompatibility, bounds, basins, traps, ground_truth)" in p
+    assert "between 2026-11-20 10:00 and 2026-11-20 11:30 UTC" in p
+    # a model of the preprint is named as such
+    manifest(root / PROFILE / "ground_truth", {"profile": PROFILE}, [{"name": "bert-base-uncased"}])
+    p = findings.preamble(findings.collect(root, PROFILE))
+    assert "Models shared with the preprint: `bert-base-uncased`" in p
+    assert "None of these models" not in p

@@ -434,6 +434,7 @@ def write_json_atomic(path: Path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o644)                      # mkstemp makes it private; results are shared files
         with os.fdopen(fd, "w") as fh:
             json.dump(data, fh, indent=1, sort_keys=True, default=str)
             fh.flush()

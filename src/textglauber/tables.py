@@ -37,6 +37,7 @@ CSS = """
 .tg-box table.tg-table thead th{white-space:normal;min-width:3.5rem;max-width:11rem;vertical-align:bottom;font-weight:600;border-bottom:1px solid rgba(127,127,127,.7)}
 .tg-box table.tg-table td.tg-num{text-align:right}
 .tg-box table.tg-table td.tg-text{white-space:normal;min-width:14rem;max-width:30rem}
+.tg-box .tg-word{white-space:nowrap}
 .tg-legend{font-size:.875rem;margin:-.6rem 0 1rem 0}
 .tg-legend code{white-space:nowrap}
 """
@@ -257,15 +258,22 @@ def show(df: pd.DataFrame, *, intervals: dict | None = None, pivot: dict | None 
     return Table(frame=out, html=_html(out, kinds, caption, legend, {_label(c) for c in markup}), legend=legend)
 
 
+def _words(text: str) -> str:
+    """Escaped text that may wrap between words but never inside one (not even at a hyphen)."""
+    return " ".join(f'<span class="tg-word">{html.escape(w)}</span>' if "-" in w else html.escape(w)
+                    for w in str(text).split(" "))
+
+
 def _html(frame: pd.DataFrame, kinds: dict, caption: str | None, legend: dict, markup=frozenset()) -> str:
     e = html.escape
-    head = "".join(f"<th>{e(c)}</th>" for c in frame.columns)
+    head = "".join(f"<th>{_words(c)}</th>" for c in frame.columns)
     body = []
     for row in frame.itertuples(index=False):
         tds = []
         for c, v in zip(frame.columns, row):
             k = kinds.get(c, "word")
-            tds.append(f'<td class="tg-{k}">{str(v) if c in markup else e(str(v))}</td>')
+            shown = str(v) if c in markup else _words(v) if k == "text" else e(str(v))
+            tds.append(f'<td class="tg-{k}">{shown}</td>')
         body.append("<tr>" + "".join(tds) + "</tr>")
     cap = f"<caption>{e(caption)}</caption>" if caption else ""
     table = (f'<div class="tg-box" style="overflow-x:auto;max-width:100%">'

@@ -67,10 +67,10 @@ def test_separation_grows_with_the_clique():
 def test_k_pseudo_likelihood_at_k_equal_n_is_the_likelihood():
     m = _random_model(4, 4)
     X = ising.sample(m, 50, torch.Generator().manual_seed(0))
-    obs, alts = ising.k_pseudo_loglik_terms(X, 4)
+    obs, alts, w = ising.k_pseudo_loglik_terms(X, 4)
     theta = torch.as_tensor(m.theta)
     loglik = np.log(m.law()[ising._index(X)]).mean()
-    assert float(ising.k_pseudo_loglik(theta, obs, alts)) == pytest.approx(loglik, rel=1e-12)
+    assert float(ising.k_pseudo_loglik(theta, obs, alts, w)) == pytest.approx(loglik, rel=1e-12)
 
 
 def test_asymptotic_variance_at_k_equal_n_is_the_inverse_fisher_and_bounds_the_others():
@@ -100,3 +100,22 @@ def test_bad_models_and_block_sizes_are_refused():
         ising.IsingModel(np.array([[0, 1], [0, 0]]), [0, 0])
     with pytest.raises(ValueError, match="block size"):
         ising.gibbs_kernel(_random_model(3, 0), 4)
+
+
+def test_k_pseudo_likelihood_matches_block_conditionals_of_the_exact_law():
+    """For k < N, the objective (computed on distinct states with weights) equals the mean over the
+    sample and every k-subset of log pi(x_S | x_-S) from the enumerated law, sample by sample."""
+    import itertools
+
+    m = _random_model(5, 7)
+    X = ising.sample(m, 300, torch.Generator().manual_seed(2))
+    law = m.law()
+    for k in (1, 2, 3):
+        terms = []
+        for S in itertools.combinations(range(5), k):
+            block = ising._fill_block(X, S)                       # (m, 2^k, N): x with x_S replaced
+            terms.append(np.log(law[ising._index(X)]) - np.log(law[ising._index(block)].sum(-1)))
+        obs, alts, w = ising.k_pseudo_loglik_terms(X, k)
+        assert len(w) < len(X)                                    # the sample was compressed
+        got = float(ising.k_pseudo_loglik(torch.as_tensor(m.theta), obs, alts, w))
+        assert got == pytest.approx(np.mean(terms), rel=1e-10)

@@ -189,29 +189,33 @@ def _features(x: np.ndarray) -> np.ndarray:
 
 
 def k_pseudo_loglik_terms(X: np.ndarray, k: int):
-    """Precomputed features for the k-pseudo-likelihood of the sample X (m, N): for every k-subset S,
-    the observed phi(x) (m, P) and phi(x^{S<-z}) for all z (m, 2^k, P)."""
+    """Precomputed features for the k-pseudo-likelihood of the sample X (m, N), on its distinct
+    states: for every k-subset S, phi(x) of each distinct x (u, P), phi(x^{S<-z}) for all z
+    (subsets, u, 2^k, P), and each distinct state's share of the sample (u,). An N-spin sample
+    has at most 2^N distinct states, so a large sample costs no more than that."""
     n = X.shape[1]
-    obs = torch.as_tensor(_features(X))
-    alts = [_features(_fill_block(X, S)) for S in itertools.combinations(range(n), k)]
-    return obs, torch.as_tensor(np.stack(alts))                # (m, P), (subsets, m, 2^k, P)
+    states, counts = np.unique(np.asarray(X), axis=0, return_counts=True)
+    obs = torch.as_tensor(_features(states))
+    alts = [_features(_fill_block(states, S)) for S in itertools.combinations(range(n), k)]
+    return obs, torch.as_tensor(np.stack(alts)), torch.as_tensor(counts / counts.sum())
 
 
-def k_pseudo_loglik(theta: torch.Tensor, obs: torch.Tensor, alts: torch.Tensor) -> torch.Tensor:
-    """Mean over samples and k-subsets of log p_theta(x_S | x_{-S})."""
-    return (obs @ theta).mean() - torch.logsumexp(alts @ theta, dim=-1).mean()
+def k_pseudo_loglik(theta: torch.Tensor, obs: torch.Tensor, alts: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Mean over the sample (distinct states weighted by their share) and over k-subsets of
+    log p_theta(x_S | x_{-S})."""
+    return weights @ (obs @ theta) - (torch.logsumexp(alts @ theta, dim=-1) @ weights).mean()
 
 
 def fit(X: np.ndarray, k: int, max_iter: int = 200) -> np.ndarray:
     """Maximise the k-pseudo-likelihood of X (a concave problem) with L-BFGS; returns theta."""
-    obs, alts = k_pseudo_loglik_terms(np.asarray(X), k)
+    obs, alts, w = k_pseudo_loglik_terms(np.asarray(X), k)
     theta = torch.zeros(obs.shape[1], dtype=torch.float64, requires_grad=True)
     opt = torch.optim.LBFGS([theta], max_iter=max_iter, tolerance_grad=1e-10, tolerance_change=1e-14,
                             line_search_fn="strong_wolfe")
 
     def closure():
         opt.zero_grad()
-        loss = -k_pseudo_loglik(theta, obs, alts)
+        loss = -k_pseudo_loglik(theta, obs, alts, w)
         loss.backward()
         return loss
 

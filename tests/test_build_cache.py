@@ -294,8 +294,12 @@ def test_unchanged_chapters_are_skipped_and_say_why(project, builder, capsys):
     (builder.results / PROFILE / "b" / "table.parquet").unlink()
     assert builder() == ["b", "c"]
     assert "result files are missing or changed (table.parquet)" in capsys.readouterr().out
-    (builder.staged / "book" / "c.ipynb").unlink()
+    C.executed_notebook(builder.staged, "c").unlink()
     assert builder() == ["c"]
+    assert "c runs: the executed notebook is missing" in capsys.readouterr().out
+    (builder.staged / "book" / "c.ipynb").unlink()              # a page is rendered again, not executed
+    assert builder() == []
+    assert "hide-input" in nbformat.read(builder.staged / "book" / "c.ipynb", as_version=4).cells[2].metadata.tags
     assert builder(forced="--force") == ["a", "b", "c"]
     assert builder(["b"], forced="named with --chapter") == ["b"]
 
@@ -331,7 +335,7 @@ def test_a_chapter_killed_midway_is_never_taken_for_complete(project, builder):
     builder.fake.kill = None
     assert builder() == ["a", "c"]               # a's results came out as b read them: b is skipped
     assert C.status(C.stamp_path(builder.staged, "a"), C.chapter_inputs(spec, PROFILE, "a", builder.results),
-                    builder.staged / "book" / "a.ipynb", builder.results / PROFILE / "a")[0]
+                    C.executed_notebook(builder.staged, "a"), builder.results / PROFILE / "a")[0]
 
 
 def test_stamps_are_written_whole_or_not_at_all(tmp_path, monkeypatch):

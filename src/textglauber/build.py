@@ -97,8 +97,9 @@ def stage(profile: str, build_root: Path) -> Path:
 
 
 def execute(profile: str, chapter: str, staged: Path, results_root: Path, spec: dict | None = None) -> float:
-    """Run one chapter with papermill. The executed notebook replaces the staged one only once it
-    has run through (papermill saves after every cell, so it writes to a partial file first)."""
+    """Run one chapter with papermill and render its page. The executed notebook replaces the last
+    one only once it has run through (papermill saves after every cell, so it writes to a partial
+    file first)."""
     import papermill as pm
 
     spec = spec or P.load_profile(profile)
@@ -111,8 +112,8 @@ def execute(profile: str, chapter: str, staged: Path, results_root: Path, spec: 
     print(f"[{profile}] executing {nb} ...", flush=True)
     pm.execute_notebook(str(repo_root() / nb), str(partial), parameters=prm, cwd=str(repo_root() / "book"),
                         kernel_name="python3", progress_bar=False, log_output=False)
-    tidy_executed(partial, output_path=staged / nb)
-    os.replace(partial, staged / nb)
+    os.replace(partial, cache.executed_notebook(staged, chapter))
+    render(staged, chapter, nb)
     dt = time.time() - t0
     print(f"[{profile}] {chapter}: {dt:.0f} s", flush=True)
     record_timing(results_root / profile, chapter, dt)
@@ -131,6 +132,19 @@ def record_timing(folder: Path, chapter: str, seconds: float) -> None:
     cache.write_json_atomic(path, data)
 
 
+def render(staged: Path, chapter: str, notebook: str) -> None:
+    """The chapter's page from its executed notebook, written only where it changes (the site build
+    re-reads what is newer)."""
+    page = staged / notebook
+    tmp = cache.partial_notebook(staged, chapter).with_suffix(".render.ipynb")
+    shutil.copyfile(cache.executed_notebook(staged, chapter), tmp)
+    tidy_executed(tmp, output_path=page)
+    if page.is_file() and page.read_bytes() == tmp.read_bytes():
+        tmp.unlink()
+    else:
+        os.replace(tmp, page)
+
+
 def upstream_problem(spec: dict, profile: str, chapter: str, staged: Path, results_root: Path) -> str | None:
     """Why ``chapter`` must not run yet: a chapter it reads left results without finishing them."""
     for up in spec["chapters"][chapter]["reads"]:
@@ -139,7 +153,7 @@ def upstream_problem(spec: dict, profile: str, chapter: str, staged: Path, resul
             continue            # never run here: the chapter says on its page that they are missing
         stamp = cache.read_stamp(cache.stamp_path(staged, up))
         why = "no finished run recorded" if stamp is None else cache.missing_outputs(
-            stamp, staged / spec["chapters"][up]["notebook"], folder)
+            stamp, cache.executed_notebook(staged, up), folder)
         if why:
             return (f"{chapter} reads the results of {up}, which are not complete here ({why}); "
                     f"execute {up} first (./run_all.sh --chapter {up} --chapter {chapter})")
@@ -152,12 +166,13 @@ def run_chapters(profile: str, spec: dict, chapters: list[str], staged: Path, re
     ``forced`` (a reason) executes every one of them regardless."""
     done = []
     for ch in P.build_order(spec, chapters):
-        nb = staged / spec["chapters"][ch]["notebook"]
+        nb = cache.executed_notebook(staged, ch)
         stamp = cache.stamp_path(staged, ch)
         inputs = cache.chapter_inputs(spec, profile, ch, results_root)
         complete, why = cache.status(stamp, inputs, nb, results_root / profile / ch)
         if complete and not forced:
             print(f"[{profile}] skipped {ch}: {why}", flush=True)
+            render(staged, ch, spec["chapters"][ch]["notebook"])
             continue
         problem = upstream_problem(spec, profile, ch, staged, results_root)
         if problem:
@@ -310,7 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown chapter(s) {unknown}; profile {a.profile!r} has {list(spec['chapters'])}")
     staged = stage(a.profile, Path(a.build_dir))
-    if not a.no_execute:
+    if a.no_execute:                   # pages from the notebooks the chapters last executed
+        for ch in chapters:
+            if cache.executed_notebook(staged, ch).is_file():
+                render(staged, ch, spec["chapters"][ch]["notebook"])
+    else:
         build_artifacts(spec.get("artifacts", []), Path(a.results).resolve())
         preflight(a.profile, chapters)
         forced = "--force" if a.force else "named with --chapter" if a.chapter else None

@@ -200,8 +200,8 @@ def test_key_changes_with_each_input_and_nothing_else(project, monkeypatch, tmp_
 
     def stamps_and_site():
         """stamps, executed notebooks, a site: outputs, not inputs"""
-        (root / "_build" / PROFILE / ".stamps").mkdir(parents=True)
-        (root / "_build" / PROFILE / ".stamps" / "a.json").write_text("{}")
+        C.stamps_dir(root / "_build" / PROFILE).mkdir(parents=True)
+        C.stamp_path(root / "_build" / PROFILE, "a").write_text("{}")
 
     for change in (touch, unrelated_module, outputs_in_source, volatile_manifest, own_timing, stamps_and_site):
         expect(change)
@@ -350,3 +350,11 @@ def test_stamps_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
         C.write_json_atomic(path, {"v": 2})
     assert json.loads(path.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]
+
+
+def test_stamps_left_where_the_site_build_reads_are_moved(project, builder):
+    assert builder() == ["a", "b", "c"]
+    legacy = builder.staged / ".stamps"
+    C.stamps_dir(builder.staged).rename(legacy)
+    assert builder() == []                       # found again, and nothing is left for Sphinx to read
+    assert not legacy.exists()

@@ -10,7 +10,8 @@ Layout (all build products, none tracked):
 - ``_build/<profile>/``          staging copy of the book: _config.yml, _toc.yml, book/*.md and
                                  the executed notebooks (sources stay clean);
 - ``_build/<profile>/_build/html`` the site;
-- ``_build/<profile>/.stamps/``   one stamp per finished chapter (:mod:`textglauber.buildcache`);
+- ``_build/<profile>/_build/stamps/`` a stamp and the executed notebook per finished chapter
+                                 (:mod:`textglauber.buildcache`);
 - ``results/<profile>/<chapter>/`` parquet tables and manifest.json written by each chapter.
 
 Chapters run in the order their data flows (a chapter after those whose results it ``reads``,
@@ -83,6 +84,13 @@ def stage(profile: str, build_root: Path) -> Path:
     root = repo_root()
     dst = build_root / profile
     (dst / "book").mkdir(parents=True, exist_ok=True)
+    legacy = dst / ".stamps"       # where stamps lay at first: the site build read the notebooks there
+    if legacy.is_dir():
+        cache.stamps_dir(dst).mkdir(parents=True, exist_ok=True)
+        for f in legacy.iterdir():
+            if not (cache.stamps_dir(dst) / f.name).exists():
+                os.replace(f, cache.stamps_dir(dst) / f.name)
+        shutil.rmtree(legacy)
     for f in BOOK_FILES:
         shutil.copy2(root / f, dst / f)
     for f in (root / "book").iterdir():

@@ -28,13 +28,14 @@ re-execution can say which input changed):
 Nothing else enters it: not modification times, not the build or results folder, not the time,
 not other chapters' parameters, not library modules the chapter cannot reach.
 
-**The stamp** is ``<build>/<profile>/.stamps/<chapter>.json``: the key, the inputs, and the SHA-256
-of the executed notebook (``.stamps/<chapter>.executed.ipynb``, as papermill left it) and of every
+**The stamp** is ``<build>/<profile>/_build/stamps/<chapter>.json`` (beside the site, where the site
+build reads no notebook): the key, the inputs, and the SHA-256 of the executed notebook
+(``stamps/<chapter>.executed.ipynb``, as papermill left it) and of every
 file under ``results/<profile>/<chapter>/``. A chapter is complete when its stamp exists and every
 file it lists is there with that digest. The page the site shows is rendered from the executed
 notebook on every build (hidden cells, relative paths: ``build.tidy_executed``), so a change to that
 rendering reaches cached chapters without executing them. Before a chapter executes its stamp is
-deleted; papermill writes into ``.stamps/<chapter>.partial.ipynb``, which replaces the executed
+deleted; papermill writes into ``stamps/<chapter>.partial.ipynb``, which replaces the executed
 notebook only once it has run through; the stamp is written last, atomically (a temporary file
 renamed). A chapter killed at any point therefore leaves no stamp, and whatever
 it half wrote is executed again by the next build; no reader takes it for complete either, since
@@ -378,19 +379,25 @@ def changes(old: dict, new: dict, most: int = 4) -> str:
 
 
 # --------------------------------------------------------------------------- stamps
+def stamps_dir(staged: Path) -> Path:
+    """Under the staged book's ``_build``, which its config excludes: Sphinx would read a notebook
+    anywhere else in the staged folder."""
+    return Path(staged) / "_build" / "stamps"
+
+
 def stamp_path(staged: Path, chapter: str) -> Path:
-    return Path(staged) / ".stamps" / f"{chapter}.json"
+    return stamps_dir(staged) / f"{chapter}.json"
 
 
 def partial_notebook(staged: Path, chapter: str) -> Path:
     """Where papermill writes while a chapter runs (it saves after every cell)."""
-    return Path(staged) / ".stamps" / f"{chapter}.partial.ipynb"
+    return stamps_dir(staged) / f"{chapter}.partial.ipynb"
 
 
 def executed_notebook(staged: Path, chapter: str) -> Path:
     """The notebook as papermill left it after a complete run: the output the stamp vouches for.
     The page (``<build>/<profile>/book/``) is rendered from it on every build."""
-    return Path(staged) / ".stamps" / f"{chapter}.executed.ipynb"
+    return stamps_dir(staged) / f"{chapter}.executed.ipynb"
 
 
 def read_stamp(path: Path) -> dict | None:

@@ -10,13 +10,55 @@ per chain per step; sampling is by inverse CDF on those uniforms, so a CPU run i
 repeatable and the draws do not depend on the device the model runs on.
 
 Long runs write their records in chunks under ``out_dir`` and a checkpoint (states,
-generator state, step) after each chunk; a killed run resumes from the last checkpoint
-and ends with exactly the records of an uninterrupted run.
+generator state, step, what the chains know about their current states) after each chunk;
+a killed run resumes from the last checkpoint and ends with exactly the records of an
+uninterrupted run.
+
+Engine modes (``ChainSpec.mode``). The conditional pi_i(. | x_{-i}) does not depend on x_i,
+so while a chain's state stays the same, every conditional computed for it stays valid, and
+at low temperature most steps rewrite the token already there.
+
+- ``plain``: every chain is scored at every step.
+- ``memo``: the plain engine's draws (the same site and uniform per chain and step), but a
+  chain remembers, for each site it has scored in its current state, the interval of uniforms
+  that keeps its current token there. A step whose site is remembered and whose uniform falls
+  in that interval changes nothing and needs no model call; only the other chains enter the
+  step's batch, and any change of a chain's state clears what it remembers. The trajectory is
+  the plain engine's: bit for bit on a scorer whose rows do not depend on the batch (a table),
+  up to the float rounding of a row scored in another batch otherwise.
+- ``jump``: rejection-free (the n-fold way of Bortz, Kalos and Lebowitz, 1975). Once the m
+  free sites of a chain's state are scored (one batched pass), the number of steps until its
+  state changes is geometric with leave probability q = (1/m) sum_i (1 - pi_i(x_i | x_{-i})),
+  the changing site has probability proportional to 1 - pi_i(x_i | x_{-i}), and the new token
+  is drawn from pi_i restricted to the other tokens. This is exact in law (not the plain
+  engine's trajectory). Chains run on their own clocks inside a segment of steps; a draw that
+  lands beyond the segment's end is discarded and drawn afresh in the next segment, which is
+  exact because the holding time is memoryless.
+- ``auto``: segments of ``memo``, ``plain`` or ``jump``, each chosen from the no-op share
+  observed in the run so far (a deterministic rule, :class:`Policy`), so the run stays
+  exactly repeatable and resumable. It never jumps when gaps are recorded.
+
+What is remembered per chain and site, whatever |A| is: the keep-interval (three float64
+numbers), the leave probability 1 - pi_i(x_i | x_{-i}) and, with ``record_gaps``, the score
+gap of the current token: O(chains x n) numbers, never a row of |A| scores (64 chains x 64
+sites x 30k tokens of rows would be 500 MB). The price: a step that moves at a remembered site
+scores that row again (memo), and a jump scores the row of the changing site once more when it
+was remembered rather than scored in the same round (jump after memo in ``auto``). Rows are
+held only inside a scorer call, at most :data:`ROW_BUDGET` scores per call in a jump's batched
+pass.
+
+Records in jump segments: ``states`` at the recording grid hold each chain's state at that
+step (constant between its moves). ``sites[t - 1, b]`` is the site chain b changed at step t,
+and -1 where the chain held (the sites of steps that change nothing are never drawn);
+``gaps`` need the site of every step, so ``record_gaps`` refuses the jump mode and keeps
+``auto`` on memo or plain.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,6 +68,15 @@ import numpy as np
 import torch
 
 from .vocabulary import AllowedVocab
+
+MODES = ("plain", "memo", "jump", "auto")
+ROW_BUDGET = 1 << 23          # scores (rows x |A|) per scorer call in a jump's batched pass
+AUTO_SEGMENT = 64             # steps per memo or plain segment of the auto mode
+AUTO_JUMP_MAX = 1 << 20       # longest jump segment of the auto mode (doubles from AUTO_SEGMENT)
+MEMO_ROUNDS = 0.5             # the memo bookkeeping of a step, in rounds of the plain engine
+JUMP_ROUNDS = 2.0             # the fixed work of a jump round, in rounds of the plain engine
+TABLE_ROUND_COST = 64.0       # a round's fixed cost in rows for scorers without a model (tables)
+CHAIN_FIELDS = ("lo", "hi", "tot", "leave", "gap")
 
 
 class Scorer(Protocol):
@@ -45,6 +96,7 @@ class ChainSpec:
     prefix_len: int = 0          # the first prefix_len content positions are frozen
     record_gaps: bool = False    # score gap of the token written at each step
     checkpoint_every: int = 1000
+    mode: str = "auto"           # plain, memo, jump or auto (module docstring)
 
 
 @dataclass
@@ -54,9 +106,10 @@ class ChainRun:
     steps: np.ndarray            # (R,)
     states: np.ndarray           # (R, B, n) token ids
     gaps: np.ndarray | None      # (S, B) raw-score gap of the written token at steps 1..S
-    sites: np.ndarray | None     # (S, B) the site each chain updated
+    sites: np.ndarray | None     # (S, B) the site each chain updated (-1: held through a jump)
     spec: ChainSpec
     seed: int
+    modes: list | None = None    # auto mode: the segments run, [mode, steps] each
 
 
 def validate(scorer: Scorer, init: torch.Tensor, spec: ChainSpec) -> None:
@@ -75,14 +128,78 @@ def validate(scorer: Scorer, init: torch.Tensor, spec: ChainSpec) -> None:
         raise ValueError("the allowed vocabulary is empty")
     if spec.steps < 0 or spec.record_every < 1 or spec.checkpoint_every < 1:
         raise ValueError(f"steps >= 0, record_every >= 1 and checkpoint_every >= 1 are required: {spec}")
+    if spec.mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {spec.mode!r}")
+    if spec.mode == "jump" and spec.record_gaps:
+        raise ValueError("record_gaps needs the site of every step, which the jump mode never draws for the "
+                         "steps that change nothing: use mode='memo' (the plain trajectory) or 'auto'")
+
+
+def _cdf(scores: torch.Tensor, temperature) -> torch.Tensor:
+    """The inverse-CDF sampler's table: cumsum of softmax(scores / T) in float64, row by row."""
+    p = torch.softmax(scores.float() / temperature, dim=-1)
+    return torch.cumsum(p.double(), dim=-1)
+
+
+def _search(cdf: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    idx = torch.searchsorted(cdf, (u.to(cdf.device) * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1)
+    return idx.clamp_(max=cdf.shape[-1] - 1)
 
 
 def sample_index(scores: torch.Tensor, temperature: float, u: torch.Tensor) -> torch.Tensor:
     """Inverse-CDF draw from softmax(scores / T) row by row, with given uniforms u in [0, 1)."""
-    p = torch.softmax(scores.float() / temperature, dim=-1)
-    cdf = torch.cumsum(p.double(), dim=-1)
+    return _search(_cdf(scores, temperature), u)
+
+
+def keep_interval(cdf: torch.Tensor, pos: torch.Tensor):
+    """(lo, hi, tot) on the CPU with ``_search(cdf, u) == pos`` exactly when lo <= u * tot < hi
+    (the same float64 product the sampler forms); an empty interval where pos is -1."""
+    r, k = cdf.shape
+    pos = pos.to(cdf.device)
+    pc = pos.clamp(0, k - 1)
+    rows = torch.arange(r, device=cdf.device)
+    inf = torch.full((r,), math.inf, dtype=cdf.dtype, device=cdf.device)
+    lo = torch.where(pc > 0, cdf[rows, (pc - 1).clamp(min=0)], -inf)
+    hi = torch.where(pc < k - 1, cdf[rows, pc], inf)
+    lo = torch.where(pos >= 0, lo, inf)
+    return lo.cpu(), hi.cpu(), cdf[:, -1].cpu()
+
+
+def without(p: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """A copy of the rows p with column pos of each row set to zero (nothing where pos is -1)."""
+    out = p.clone()
+    pos = pos.to(p.device)
+    rows = (pos >= 0).nonzero().flatten()
+    out[rows, pos[rows]] = 0
+    return out
+
+
+def leave_probability(scores: torch.Tensor, pos: torch.Tensor, temperature) -> torch.Tensor:
+    """1 - pi(x | .) per row at temperature T, as the sum over the other tokens (no cancellation
+    when pi(x) is close to 1, as in a trap); 1 where the token is not in A (pos -1)."""
+    p = torch.softmax(scores.double() / temperature, dim=-1)
+    return without(p, pos).sum(-1)
+
+
+def restricted(p: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """The weights a jump draws its new token from: pi_i without the current token."""
+    return without(p, pos)
+
+
+def draw_from(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF index per row of nonnegative weights with uniforms u; never an index of weight 0."""
+    cdf = torch.cumsum(weights, -1)
     idx = torch.searchsorted(cdf, (u.to(cdf.device) * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1)
-    return idx.clamp_(max=scores.shape[-1] - 1)
+    last = weights.shape[-1] - 1 - torch.argmax(torch.flip(weights > 0, [-1]).to(torch.int8), dim=-1)
+    return torch.minimum(idx, last)
+
+
+def holding_time(q: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Steps up to and including the first change (>= 1), geometric with leave probability q,
+    from uniforms u in [0, 1): P(H > k) = (1 - q)^k. Float64, inf where q is 0."""
+    rate = -torch.log1p(-q.clamp(0.0, 1.0))
+    h = torch.floor(-torch.log1p(-u) / rate) + 1
+    return torch.where(q > 0, h, torch.full_like(h, math.inf))
 
 
 def score_gap(scores: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -94,21 +211,361 @@ def score_gap(scores: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return own - other.max(dim=-1).values
 
 
-def step(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: torch.Generator):
-    """One Glauber step for every chain, in place. Returns (sites, gaps or None)."""
-    b, n = states.shape
+class SiteCache:
+    """What each chain (or pair) knows about its current state, per site: named float64 fields
+    packed in one (units, n, fields) tensor on the CPU, valid where ``valid`` is set. A change
+    of a unit's state must ``clear`` it."""
+
+    def __init__(self, units: int, n: int, fields: tuple[str, ...]):
+        self.fields = tuple(fields)
+        self.col = {f: j for j, f in enumerate(self.fields)}
+        self.valid = torch.zeros((units, n), dtype=torch.bool)
+        self.values = torch.zeros((units, n, len(self.fields)), dtype=torch.float64)
+
+    def clear(self, units: torch.Tensor) -> None:
+        self.valid[units] = False
+
+    def store(self, units: torch.Tensor, sites: torch.Tensor, values: dict) -> None:
+        row = torch.zeros((len(units), len(self.fields)), dtype=torch.float64)
+        for f, v in values.items():
+            row[:, self.col[f]] = v.to(torch.float64).cpu()
+        self.values[units, sites] = row
+        self.valid[units, sites] = True
+
+    def at(self, units: torch.Tensor, sites: torch.Tensor) -> dict:
+        """The fields at the (unit, site) pairs, one gather for all of them."""
+        got = self.values[units, sites]
+        return {f: got[:, j] for f, j in self.col.items()}
+
+    def leave(self, units: torch.Tensor, free: torch.Tensor) -> torch.Tensor:
+        return self.values[units][:, free, self.col["leave"]]
+
+    def mean_leave(self, free: torch.Tensor) -> torch.Tensor:
+        """Each unit's leave probability q where every free site is known, NaN elsewhere."""
+        q = self.values[:, free, self.col["leave"]].mean(1)
+        return torch.where(self.valid[:, free].all(1), q, torch.full_like(q, math.nan))
+
+    def state(self) -> dict:
+        return {"fields": self.fields, "valid": self.valid, "values": self.values}
+
+    @classmethod
+    def restore(cls, saved: dict) -> "SiteCache":
+        out = cls(*saved["valid"].shape, saved["fields"])
+        out.valid, out.values = saved["valid"], saved["values"]
+        return out
+
+
+def round_cost(scorer: Scorer, n: int) -> float:
+    """The fixed cost of one round of the engine (a scorer call and its Python work), in rows of
+    the scorer: what the auto mode weighs against the rows it saves. A scorer may state it as
+    ``round_cost_rows``; for a model it is estimated from the parameter count and the device
+    (about 0.2 ms a round at 50 GFLOP/s on a CPU, 3 ms at 100 TFLOP/s on a GPU); a table's rows
+    cost next to nothing, so a round is worth :data:`TABLE_ROUND_COST` of them."""
+    given = getattr(scorer, "round_cost_rows", None)
+    if given is not None:
+        return float(given)
+    lm = getattr(scorer, "lm", None)
+    if lm is None:
+        return TABLE_ROUND_COST
+    row_flops = 2.0 * sum(p.numel() for p in lm.model.parameters()) * (n + 2)
+    cuda = getattr(lm.device, "type", str(lm.device)) == "cuda"
+    return (3e-3 * 1e14 if cuda else 2e-4 * 5e10) / row_flops
+
+
+def summary_cost(scorer: Scorer) -> float:
+    """What remembering a scored row costs (its keep-interval and leave probability), in rows:
+    nothing next to a model's pass, about a row of a table (``summary_cost_rows`` overrides)."""
+    given = getattr(scorer, "summary_cost_rows", None)
+    if given is not None:
+        return float(given)
+    return 0.0 if getattr(scorer, "lm", None) is not None else 1.0
+
+
+@dataclass
+class Policy:
+    """Which engine mode the next segment of a run (or of a coupling) uses.
+
+    A fixed mode runs as one segment. ``auto`` starts with a memo segment and then, after every
+    segment, estimates the cost per unit-step (chain or pair) of each mode from what the segment
+    showed, in rows of the scorer plus the fixed cost K of a round (``round_cost``) over the k
+    live units, and picks the cheapest. With q_b each unit's observed move rate (for a jump
+    segment at least its exact current leave probability) and m free sites:
+    plain r + K/k; memo r rho (1 + c) + (K/k)(1 - exp(-k rho) + MEMO_ROUNDS) with rho the memo's
+    rows per step (observed, or m q / (1 + (m - 1) q), the expected number of distinct sites scored
+    per visit over the expected holding time); jump r m mean(q) (1 + c) + (K/k) JUMP_ROUNDS max(q)
+    (a round per move of the busiest unit); r rows per site (1 for chains, 2 for pairs), c what
+    remembering a row costs (``summary_cost``). The rule only sees counts, never clocks, so a run
+    stays exactly repeatable."""
+
+    mode: str
+    m: int
+    rows_per_site: int = 1
+    round_cost: float = 1.0
+    row_extra: float = 0.0
+    jump_ok: bool = True
+    current: str = "memo"
+    length: int = AUTO_SEGMENT
+    history: list = dataclasses.field(default_factory=list)   # (mode, steps) of each auto segment
+
+    def next(self) -> tuple[str, int]:
+        if self.mode != "auto":
+            return self.mode, 1 << 62
+        return self.current, self.length
+
+    def observe(self, mode: str, steps: int, moves: torch.Tensor, rows: int, q_now: torch.Tensor | None) -> None:
+        if self.mode != "auto":
+            return
+        if self.history and self.history[-1][0] == mode:
+            self.history[-1][1] += steps
+        else:
+            self.history.append([mode, steps])
+        k = len(moves)
+        if k == 0 or steps == 0:
+            return
+        q = moves.double() / steps
+        if q_now is not None:
+            q = torch.where(torch.isnan(q_now), q, torch.maximum(q, q_now.double()))
+        m, r, K, c = self.m, self.rows_per_site, self.round_cost, self.row_extra
+        rho = rows / (r * k * steps) if mode == "memo" else float((m * q / (1 + (m - 1) * q)).mean())
+        cost = {"plain": r + K / k,
+                "memo": r * rho * (1 + c) + K / k * (1 - math.exp(-k * rho) + MEMO_ROUNDS)}
+        if self.jump_ok:
+            cost["jump"] = (r * m * float(q.mean()) * (1 + c)
+                            + K / k * (JUMP_ROUNDS * min(1.0, float(q.max())) + 1 / self.length))
+        best = min(cost, key=cost.get)
+        if best == "jump" and self.current == "jump":
+            self.length = min(2 * self.length, AUTO_JUMP_MAX)
+        else:
+            self.length = AUTO_SEGMENT
+        self.current = best
+
+
+def _take(material: tuple, j: torch.Tensor) -> tuple:
+    return tuple(t[j.to(t.device)] for t in material)
+
+
+def _groups(idx: torch.Tensor, sizes: torch.Tensor, budget: int):
+    """Consecutive runs of ``idx`` whose sizes add up to at most ``budget`` (one at least)."""
+    start, total = 0, 0
+    sizes = sizes.tolist()
+    for i, s in enumerate(sizes):
+        if i > start and total + s > budget:
+            yield idx[start:i]
+            start, total = i, 0
+        total += s
+    if start < len(sizes):
+        yield idx[start:]
+
+
+def jump_round(act: torch.Tensor, clock: torch.Tensor, t_end: int, u: torch.Tensor, cache: SiteCache,
+               free: torch.Tensor, material: Callable, summarize: Callable, move: Callable, *, outputs: int,
+               rows_per_site: int, max_rows: int):
+    """One jump for every unit in ``act``: fill its unknown free sites (batched passes of whole
+    units, at most ``max_rows`` rows each unless one unit needs more), draw its holding time,
+    and, where the move falls at or before ``t_end``, the site and the new token(s).
+
+    ``material(units, sites)`` scores (unit, site) pairs; ``summarize(material)`` gives the
+    cache's fields (with ``leave``); ``move(material, u)`` draws the new token(s) given that the
+    unit leaves its current tokens at that site. ``u`` holds the round's uniforms (hold, site,
+    then those of ``move``), drawn before any pass so that the grouping changes nothing.
+    Returns (positions in act that move, their step, site, tuple of new token positions, rows)."""
+    k, n = len(act), cache.valid.shape[1]
+    known = cache.valid[act][:, free]
+    t_next = torch.full((k,), math.inf, dtype=torch.float64)
+    site = torch.full((k,), -1, dtype=torch.long)
+    moved = torch.zeros(k, dtype=torch.bool)
+    new = [torch.full((k,), -1, dtype=torch.long) for _ in range(outputs)]
+    rows = 0
+
+    def resolve(g):
+        leave = cache.leave(act[g], free)
+        t = clock[act[g]] + holding_time(leave.mean(1), u[g, 0])
+        go = t <= t_end
+        t_next[g], moved[g] = t, go
+        site[g[go]] = free[draw_from(leave[go], u[g[go], 1])]
+        return g[go]
+
+    def write(g, material_g):
+        if len(g) == 0:
+            return
+        for out, tok in zip(new, move(material_g, u[g, 2:])):
+            out[g] = tok.cpu()
+
+    later = []
+    fill = (~known).any(1).nonzero().flatten()
+    for g in _groups(fill, (~known[fill]).sum(1) * rows_per_site, max_rows):
+        gi, gs = (~known[g]).nonzero(as_tuple=True)
+        units, sites = act[g][gi], free[gs]
+        mat = material(units, sites)
+        rows += len(units) * rows_per_site
+        cache.store(units, sites, summarize(mat))
+        go = resolve(g)
+        where = torch.full((k, n), -1, dtype=torch.long)
+        where[g[gi], sites] = torch.arange(len(units))
+        j = where[go, site[go]]
+        write(go[j >= 0], _take(mat, j[j >= 0]))
+        later.append(go[j < 0])
+    full = known.all(1).nonzero().flatten()
+    if len(full):
+        later.append(resolve(full))
+    later = torch.cat(later) if later else torch.zeros(0, dtype=torch.long)
+    for g in _groups(later, torch.full((len(later),), rows_per_site), max_rows):
+        write(g, material(act[g], site[g]))
+        rows += len(g) * rows_per_site
+    mv = moved.nonzero().flatten()
+    return mv, t_next[mv], site[mv], tuple(out[mv] for out in new), rows
+
+
+def _chain_summaries(s: torch.Tensor, cdf: torch.Tensor, pos: torch.Tensor, spec: ChainSpec) -> dict:
+    lo, hi, tot = keep_interval(cdf, pos)
+    out = {"lo": lo, "hi": hi, "tot": tot}
+    if spec.mode in ("jump", "auto") and not spec.record_gaps:          # only jumps read it
+        out["leave"] = leave_probability(s, pos, spec.temperature).cpu()
+    if spec.record_gaps:
+        out["gap"] = score_gap(s, pos.clamp(min=0).to(s.device)).float().cpu()
+    return out
+
+
+def _draws(b: int, n: int, spec: ChainSpec, gen: torch.Generator):
     sites = torch.randint(spec.prefix_len, n, (b,), generator=gen)
-    u = torch.rand(b, generator=gen, dtype=torch.float64)
+    return sites, torch.rand(b, generator=gen, dtype=torch.float64)
+
+
+def _plain_step(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: torch.Generator):
+    b, n = states.shape
+    sites, u = _draws(b, n, spec, gen)
     s = scorer.scores(states, sites)
     idx = sample_index(s, spec.temperature, u)
-    states[torch.arange(b), sites] = scorer.vocab.ids.to(idx.device)[idx].to(states.device)
+    rows = torch.arange(b)
+    old = states[rows, sites]
+    states[rows, sites] = scorer.vocab.ids.to(idx.device)[idx].to(states.device)
     gaps = score_gap(s, idx).float().cpu() if spec.record_gaps else None
+    return sites, gaps, states[rows, sites] != old
+
+
+def step(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: torch.Generator):
+    """One Glauber step for every chain, in place. Returns (sites, gaps or None)."""
+    sites, gaps, _ = _plain_step(scorer, states, spec, gen)
     return sites, gaps
 
 
-def _fingerprint(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, model_id: str) -> str:
+def memo_step(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: torch.Generator, cache: SiteCache):
+    """The plain step's draws; a chain whose site is in ``cache`` with its uniform in the
+    keep-interval needs no model call. Returns (sites, gaps or None, moved (B,) bool, rows scored)."""
+    b, n = states.shape
+    sites, u = _draws(b, n, spec, gen)
+    ar = torch.arange(b)
+    c = cache.at(ar, sites)
+    v = u * c["tot"]
+    hit = cache.valid[ar, sites] & (c["lo"] <= v) & (v < c["hi"])
+    gaps = c["gap"].float() if spec.record_gaps else None
+    moved = torch.zeros(b, dtype=torch.bool)
+    need = (~hit).nonzero().flatten()
+    if len(need):
+        sn = sites[need]
+        s = scorer.scores(states[need], sn)
+        cdf = _cdf(s, spec.temperature)
+        idx = _search(cdf, u[need])
+        pos = scorer.vocab.index_of(states[need, sn])
+        kept = idx.cpu() == pos
+        if kept.any():
+            kd = kept.to(s.device)
+            cache.store(need[kept], sn[kept], _chain_summaries(s[kd], cdf[kd], pos[kept], spec))
+        states[need, sn] = scorer.vocab.ids.to(idx.device)[idx].to(states.device)
+        moved[need[~kept]] = True
+        cache.clear(need[~kept])
+        if gaps is not None:
+            gaps[need] = score_gap(s, idx).float().cpu()
+    return sites, gaps, moved, len(need)
+
+
+def jump_segment(scorer: Scorer, states: torch.Tensor, cache: SiteCache, spec: ChainSpec, gen: torch.Generator,
+                 t0: int, t1: int, max_rows: int | None = None):
+    """Every chain from its state at step t0 to its state at step t1, by jumps on its own clock
+    (``states`` in place). Returns the moves, a dict of arrays time, chain, site, token in the
+    order drawn, and the rows scored."""
+    b, n = states.shape
+    free = torch.arange(spec.prefix_len, n)
+    T = spec.temperature
+    ids = scorer.vocab.ids
+    max_rows = max_rows or max(1, ROW_BUDGET // scorer.vocab.size)
+
+    def material(chains, sites):
+        return scorer.scores(states[chains], sites), scorer.vocab.index_of(states[chains, sites])
+
+    def summarize(mat):
+        s, pos = mat
+        return _chain_summaries(s, _cdf(s, T), pos, spec)
+
+    def move(mat, u):
+        s, pos = mat
+        return (draw_from(restricted(torch.softmax(s.double() / T, -1), pos), u[:, 0]),)
+
+    clock = torch.full((b,), float(t0), dtype=torch.float64)
+    events, rows = [], 0
+    while True:
+        act = (clock < t1).nonzero().flatten()
+        if len(act) == 0:
+            break
+        u = torch.rand((len(act), 3), generator=gen, dtype=torch.float64)
+        mv, t_next, site, (tok,), r = jump_round(act, clock, t1, u, cache, free, material, summarize, move,
+                                                 outputs=1, rows_per_site=1, max_rows=max_rows)
+        rows += r
+        chains = act[mv]
+        states[chains, site] = ids[tok].to(states.device)
+        cache.clear(chains)
+        clock[act] = float(t1)
+        clock[chains] = t_next
+        events.append(torch.stack([t_next.long(), chains, site, ids[tok]]))
+    ev = torch.cat(events, 1).numpy() if events else np.zeros((4, 0), np.int64)
+    return dict(zip(("time", "chain", "site", "token"), ev)), rows
+
+
+class _Recorder:
+    """One chunk's records: states at the grid, the site of every step (-1: held in a jump) and gaps."""
+
+    def __init__(self, start: int, stop: int, every: int, chains: int, gaps: bool):
+        self.start, self.every = start, every
+        self.steps, self.states = [], []
+        self.sites = np.full((stop - start, chains), -1, np.int32)
+        self.gaps = np.full((stop - start, chains), np.nan, np.float32) if gaps else None
+
+    def step(self, t: int, states: torch.Tensor, sites: torch.Tensor, gaps: torch.Tensor | None) -> None:
+        self.sites[t - self.start - 1] = sites.numpy()
+        if gaps is not None:
+            self.gaps[t - self.start - 1] = gaps.numpy()
+        if t % self.every == 0:
+            self.steps.append(t)
+            self.states.append(states.numpy().copy())
+
+    def jumps(self, t0: int, t1: int, before: np.ndarray, ev: dict) -> None:
+        order = np.argsort(ev["time"], kind="stable")
+        time, chain, site, token = (ev[k][order] for k in ("time", "chain", "site", "token"))
+        self.sites[time - self.start - 1, chain] = site
+        state, k = before.copy(), 0
+        for r in range((t0 // self.every + 1) * self.every, t1 + 1, self.every):
+            while k < len(time) and time[k] <= r:
+                state[chain[k], site[k]] = token[k]
+                k += 1
+            self.steps.append(r)
+            self.states.append(state.copy())
+
+    def block(self, shape: tuple) -> dict:
+        block = {"steps": np.array(self.steps, dtype=np.int64),
+                 "states": np.stack(self.states) if self.states else np.zeros((0,) + shape, np.int64),
+                 "sites": self.sites}
+        if self.gaps is not None:
+            block["gaps"] = self.gaps
+        return block
+
+
+def _fingerprint(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, model_id: str,
+                 legacy: bool = False) -> str:
+    params = asdict(spec)
+    if legacy:                          # a run begun before the engine had modes
+        params.pop("mode")
     h = hashlib.sha1()
-    h.update(json.dumps([asdict(spec), seed, model_id, scorer.vocab.key()], sort_keys=True).encode())
+    h.update(json.dumps([params, seed, model_id, scorer.vocab.key()], sort_keys=True).encode())
     h.update(init.cpu().numpy().astype(np.int64).tobytes())
     return h.hexdigest()
 
@@ -121,31 +578,47 @@ def _save_atomic(obj, path: Path) -> None:
 
 def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_dir: str | Path | None = None,
         model_id: str = "", progress: bool = False,
-        on_checkpoint: Callable[[int], None] | None = None) -> ChainRun:
+        on_checkpoint: Callable[[int], None] | None = None, max_rows: int | None = None) -> ChainRun:
     """Run ``init.shape[0]`` chains for ``spec.steps`` steps; resume from ``out_dir`` if it holds a checkpoint.
 
     ``on_checkpoint(step)`` is called after each checkpoint is written (the tests use it to
-    simulate a kill).
+    simulate a kill). A checkpoint written before the engine had modes resumes in the plain
+    mode (the returned ``spec`` says so). ``max_rows`` bounds the rows of a jump's scorer calls.
     """
     init = torch.as_tensor(init, dtype=torch.long)
     validate(scorer, init, spec)
     fp = _fingerprint(scorer, init, spec, seed, model_id)
     gen = torch.Generator().manual_seed(int(seed))
     states = init.clone()
+    b, n = states.shape
+    free = torch.arange(spec.prefix_len, n)
     done = 0
     chunks: list[dict] = []
     ckpt = None
+    cache = SiteCache(b, n, CHAIN_FIELDS)
+
+    def policy_for(mode):
+        return Policy(mode=mode, m=len(free), round_cost=round_cost(scorer, n), row_extra=summary_cost(scorer),
+                      jump_ok=not spec.record_gaps)
+
+    policy = policy_for(spec.mode)
     if out_dir is not None:
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         ckpt = out_dir / "checkpoint.pt"
         if ckpt.exists():
             saved = torch.load(ckpt, weights_only=False)
-            if saved["fingerprint"] != fp:
+            if saved["fingerprint"] == _fingerprint(scorer, init, spec, seed, model_id, legacy=True):
+                spec, fp = dataclasses.replace(spec, mode="plain"), saved["fingerprint"]
+                policy = policy_for("plain")
+            elif saved["fingerprint"] != fp:
                 raise ValueError(f"{out_dir} holds a run with other parameters, seed, model or starts; "
                                  f"use another folder or delete it")
             states, done, chunks = saved["states"], saved["step"], saved["chunks"]
             gen.set_state(saved["generator"])
+            if "cache" in saved:
+                cache = SiteCache.restore(saved["cache"])
+                policy = Policy(**saved["policy"])
         else:
             _write_manifest(out_dir, spec, seed, model_id, scorer, init)
         for stale in out_dir.glob("chunk-*.npz"):       # written after the last checkpoint
@@ -161,32 +634,44 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
         bar = tqdm(total=spec.steps, initial=done, unit="step", desc="glauber")
     while done < spec.steps:
         stop = min(done + spec.checkpoint_every, spec.steps)
-        rec_steps, rec_states, gaps, sites = [], [], [], []
-        for t in range(done + 1, stop + 1):
-            site, gap = step(scorer, states, spec, gen)
-            sites.append(site.numpy())
-            if gap is not None:
-                gaps.append(gap.numpy())
-            if t % spec.record_every == 0:
-                rec_steps.append(t)
-                rec_states.append(states.numpy().copy())
+        rec = _Recorder(done, stop, spec.record_every, b, spec.record_gaps)
+        t = done
+        while t < stop:
+            mode, length = policy.next()
+            end = min(stop, t + length)
+            moves, rows, q_now = torch.zeros(b, dtype=torch.long), 0, None
+            if mode == "jump":
+                before = states.numpy().copy()
+                ev, rows = jump_segment(scorer, states, cache, spec, gen, t, end, max_rows)
+                rec.jumps(t, end, before, ev)
+                moves += torch.bincount(torch.as_tensor(ev["chain"]), minlength=b)
+                q_now = cache.mean_leave(free)
+            else:
+                for s in range(t + 1, end + 1):
+                    if mode == "memo":
+                        sites, gaps, moved, r = memo_step(scorer, states, spec, gen, cache)
+                    else:
+                        (sites, gaps, moved), r = _plain_step(scorer, states, spec, gen), b
+                        cache.clear(moved.nonzero().flatten())
+                    moves += moved
+                    rows += r
+                    rec.step(s, states, sites, gaps)
+            policy.observe(mode, end - t, moves, rows, q_now)
             if bar is not None:
-                bar.update(1)
-        block = {"steps": np.array(rec_steps, dtype=np.int64),
-                 "states": np.stack(rec_states) if rec_states else np.zeros((0,) + tuple(states.shape), np.int64),
-                 "sites": np.stack(sites).astype(np.int32)}
-        if spec.record_gaps:
-            block["gaps"] = np.stack(gaps).astype(np.float32)
-        chunks.append(_write_chunk(out_dir, done + 1, block))
+                bar.update(end - t)
+            t = end
+        chunks.append(_write_chunk(out_dir, done + 1, rec.block(tuple(states.shape))))
         done = stop
         if ckpt is not None:
             _save_atomic({"fingerprint": fp, "states": states, "step": done, "chunks": chunks,
-                          "generator": gen.get_state()}, ckpt)
+                          "generator": gen.get_state(), "cache": cache.state(), "policy": asdict(policy)}, ckpt)
             if on_checkpoint is not None:
                 on_checkpoint(done)
     if bar is not None:
         bar.close()
-    return _assemble(chunks, out_dir, spec, seed)
+    out = _assemble(chunks, out_dir, spec, seed)
+    out.modes = policy.history if spec.mode == "auto" else None
+    return out
 
 
 def _write_manifest(out_dir: Path, spec: ChainSpec, seed: int, model_id: str, scorer, init: torch.Tensor) -> None:

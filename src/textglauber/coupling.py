@@ -13,12 +13,28 @@ serves all live pairs (2 rows each); pairs that have coalesced leave the batch.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .chain import validate, ChainSpec
+from .chain import (MODES, ROW_BUDGET, ChainSpec, Policy, SiteCache, _search, draw_from, jump_round, keep_interval,
+                    round_cost, summary_cost, validate, without)
+
+PAIR_FIELDS = ("w", "eq", "lo_c", "hi_c", "tot_c", "lo_x", "hi_x", "tot_x", "lo_y", "hi_y", "tot_y", "leave")
+
+
+def coupling_tables(p: torch.Tensor, q: torch.Tensor):
+    """What the maximal coupling of the rows p, q draws from: the overlap w = sum_a min(p, q)(a),
+    whether the laws are equal, and the inverse-CDF tables of the common token and of each residual."""
+    m = torch.minimum(p, q)
+    w = m.sum(-1)
+    eq = (p == q).all(-1)
+    common = torch.cumsum(torch.where(w.unsqueeze(1) > 0, m, p), -1)
+    x_res = torch.cumsum(torch.clamp(p - m, min=0) + 1e-300, -1)
+    y_res = torch.cumsum(torch.clamp(q - m, min=0) + 1e-300, -1)
+    return w, eq, common, x_res, y_res
 
 
 def maximal_coupling(p: torch.Tensor, q: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -28,22 +44,74 @@ def maximal_coupling(p: torch.Tensor, q: torch.Tensor, u: torch.Tensor) -> tuple
     overlap, the other two drive the inverse-CDF draws.
     """
     p, q = p.double(), q.double()
-    m = torch.minimum(p, q)
-    w = m.sum(-1)
     u = u.to(p.device).double()
-
-    def draw(weights, v):
-        cdf = torch.cumsum(weights, -1)
-        idx = torch.searchsorted(cdf, (v * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1)
-        return idx.clamp_(max=weights.shape[-1] - 1)
-
-    same = (u[:, 0] < w) | (p == q).all(-1)        # equal laws: always the same token
-    common = draw(torch.where(w.unsqueeze(1) > 0, m, p), u[:, 1])
-    x_res = draw(torch.clamp(p - m, min=0) + 1e-300, u[:, 1])
-    y_res = draw(torch.clamp(q - m, min=0) + 1e-300, u[:, 2])
-    x = torch.where(same, common, x_res)
-    y = torch.where(same, common, y_res)
+    w, eq, common_cdf, x_cdf, y_cdf = coupling_tables(p, q)
+    same = (u[:, 0] < w) | eq        # equal laws: always the same token
+    common = _search(common_cdf, u[:, 1])
+    x = torch.where(same, common, _search(x_cdf, u[:, 1]))
+    y = torch.where(same, common, _search(y_cdf, u[:, 2]))
     return x, y
+
+
+def pair_summaries(p: torch.Tensor, q: torch.Tensor, xpos: torch.Tensor, ypos: torch.Tensor) -> dict:
+    """Per (pair, site) with current tokens at positions xpos, ypos of A: the keep-intervals of the
+    maximal coupling's three draws (both tokens stay exactly when (u0 < w or eq) and u1 falls in
+    the common interval, or otherwise u1 and u2 fall in the residual intervals; the common interval
+    is empty where the two tokens differ), and the pair's leave probability."""
+    w, eq, common, x_res, y_res = coupling_tables(p, q)
+    lo_c, hi_c, tot_c = keep_interval(common, torch.where(xpos == ypos, xpos, -1))
+    lo_x, hi_x, tot_x = keep_interval(x_res, xpos)
+    lo_y, hi_y, tot_y = keep_interval(y_res, ypos)
+    return {"w": w.cpu(), "eq": eq.double().cpu(), "lo_c": lo_c, "hi_c": hi_c, "tot_c": tot_c, "lo_x": lo_x,
+            "hi_x": hi_x, "tot_x": tot_x, "lo_y": lo_y, "hi_y": hi_y, "tot_y": tot_y,
+            "leave": pair_leave(p, q, xpos, ypos).cpu()}
+
+
+def _residual_parts(p, q, xpos, ypos):
+    """The maximal coupling's pieces for exact jumps: overlap m, residuals r_p = (p - q)+ and
+    r_q = (q - p)+ with their masses d_p, d_q (both TV(p, q)), and the shares a = r_p(not x) / d_p,
+    b = r_q(not y) / d_q (1 where the laws are equal), all without subtracting near-equal numbers."""
+    m = torch.minimum(p, q)
+    rp, rq = torch.clamp(p - q, min=0), torch.clamp(q - p, min=0)
+    dp, dq = rp.sum(-1), rq.sum(-1)
+    one = torch.ones_like(dp)
+    a = torch.where(dp > 0, without(rp, xpos).sum(-1) / torch.where(dp > 0, dp, one), one)
+    b = torch.where(dq > 0, without(rq, ypos).sum(-1) / torch.where(dq > 0, dq, one), one)
+    return m, rp, rq, dp, a, b
+
+
+def pair_leave(p: torch.Tensor, q: torch.Tensor, xpos: torch.Tensor, ypos: torch.Tensor) -> torch.Tensor:
+    """P(the pair's tokens at the site change) under the maximal coupling of p and q.
+
+    The coupling writes (c, c) with probability min(p, q)(c) and (a, b) with probability
+    r_p(a) r_q(b) / d otherwise. Equal tokens x stay with probability min(p, q)(x), so they leave
+    with max(1 - p(x), 1 - q(x)); different tokens stay only through the residual draw, with
+    probability d (1 - a)(1 - b), so they leave with w + d (a + b - ab)."""
+    xpos, ypos = xpos.to(p.device), ypos.to(p.device)
+    m, rp, rq, d, a, b = _residual_parts(p, q, xpos, ypos)
+    same = (xpos == ypos) & (xpos >= 0)
+    equal_tokens = torch.maximum(without(p, xpos).sum(-1), without(q, ypos).sum(-1))
+    return torch.where(same, equal_tokens, m.sum(-1) + d * (a + b - a * b))
+
+
+def pair_move(p: torch.Tensor, q: torch.Tensor, xpos: torch.Tensor, ypos: torch.Tensor, u: torch.Tensor):
+    """New token positions (a, b) from the maximal coupling of p and q conditioned on
+    (a, b) != (x, y), with four uniforms per row: the branch (common token or residual pair),
+    which member leaves in the residual branch, and the two inverse-CDF draws."""
+    xpos, ypos = xpos.to(p.device), ypos.to(p.device)
+    u = u.to(p.device)
+    m, rp, rq, d, sa, sb = _residual_parts(p, q, xpos, ypos)
+    same_tok = (xpos == ypos) & (xpos >= 0)
+    common_w = without(m, torch.where(same_tok, xpos, -1))
+    w_common = common_w.sum(-1)
+    w_res = d * (sa + sb - sa * sb)
+    take_common = u[:, 0] * (w_common + w_res) < w_common
+    c = draw_from(common_w, u[:, 1])
+    # residual branch: X leaves x (then Y is free), or X stays at x and Y leaves y
+    x_leaves = u[:, 1] * (sa + sb - sa * sb) < sa
+    a_res = torch.where(x_leaves, draw_from(without(rp, xpos), u[:, 2]), xpos.clamp(min=0))
+    b_res = torch.where(x_leaves, draw_from(rq, u[:, 3]), draw_from(without(rq, ypos), u[:, 3]))
+    return torch.where(take_common, c, a_res), torch.where(take_common, c, b_res)
 
 
 @dataclass
@@ -52,45 +120,150 @@ class CouplingRun:
     censored: np.ndarray     # (P,) bool
     temperature: np.ndarray  # (P,)
     budget: int
+    modes: list | None = None    # the auto mode's segments, [mode, steps] each
+
+
+def _noop_from_cache(cache: SiteCache, pairs: torch.Tensor, sites: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Whether the maximal coupling with uniforms u keeps both tokens, read from the cache
+    (exactly the plain draw's comparisons), for pairs whose site is cached."""
+    c = cache.at(pairs, sites)
+
+    def inside(tag, v):
+        x = v * c["tot_" + tag]
+        return (c["lo_" + tag] <= x) & (x < c["hi_" + tag])
+
+    same = (u[:, 0] < c["w"]) | (c["eq"] > 0)
+    return torch.where(same, inside("c", u[:, 1]), inside("x", u[:, 1]) & inside("y", u[:, 2]))
+
+
+class _Pairs:
+    """The live state of a coupled batch: both chains, their temperatures, coalescence times."""
+
+    def __init__(self, scorer, x, y, temps, prefix_len):
+        self.scorer, self.x, self.y, self.temps = scorer, x, y, temps
+        self.prefix_len = prefix_len
+        pairs, n = x.shape
+        self.tau = np.full(pairs, np.nan)
+        equal = (x == y).all(1)
+        self.tau[equal.numpy()] = 0
+        self.live = ~equal
+        self.cache = SiteCache(pairs, n, PAIR_FIELDS)
+        self.free = torch.arange(prefix_len, n)
+
+    def conditionals(self, pairs, sites):
+        """(p, q, xpos, ypos) at the (pair, site) rows: one scorer call for both members."""
+        s = self.scorer.scores(torch.cat([self.x[pairs], self.y[pairs]]), torch.cat([sites, sites])).double()
+        T = self.temps[pairs].to(s.device).unsqueeze(1)
+        r = len(pairs)
+        index_of = self.scorer.vocab.index_of
+        return (torch.softmax(s[:r] / T, -1), torch.softmax(s[r:] / T, -1), index_of(self.x[pairs, sites]),
+                index_of(self.y[pairs, sites]))
+
+    def write(self, pairs, sites, a, b, t):
+        """New tokens (positions in A) at the pairs' sites at step(s) t; records coalescence."""
+        ids = self.scorer.vocab.ids
+        self.x[pairs, sites] = ids.to(a.device)[a].cpu()
+        self.y[pairs, sites] = ids.to(b.device)[b].cpu()
+        self.cache.clear(pairs)
+        met = (self.x[pairs] == self.y[pairs]).all(1)
+        self.tau[pairs[met].numpy()] = torch.as_tensor(t, dtype=torch.float64).expand(len(pairs))[met].numpy()
+        self.live[pairs[met]] = False
+
+    def step(self, t: int, gen: torch.Generator, memo: bool):
+        """One coupled step of every live pair with the plain engine's draws. Returns (moved pairs, rows)."""
+        idx = self.live.nonzero().flatten()
+        n = self.x.shape[1]
+        sites = torch.randint(self.prefix_len, n, (len(idx),), generator=gen)
+        u = torch.rand((len(idx), 3), generator=gen, dtype=torch.float64)
+        hit = torch.zeros(len(idx), dtype=torch.bool)
+        if memo:
+            known = self.cache.valid[idx, sites]
+            hit[known] = _noop_from_cache(self.cache, idx[known], sites[known], u[known])
+        need = (~hit).nonzero().flatten()
+        if len(need) == 0:
+            return need, 0
+        rows, sn = idx[need], sites[need]
+        p, q, xpos, ypos = self.conditionals(rows, sn)
+        a, b = maximal_coupling(p, q, u[need])
+        kept = (a.cpu() == xpos) & (b.cpu() == ypos)
+        if memo and kept.any():
+            kd = kept.to(p.device)
+            self.cache.store(rows[kept], sn[kept], pair_summaries(p[kd], q[kd], xpos[kept], ypos[kept]))
+        moved = ~kept
+        self.write(rows[moved], sn[moved], a[moved.to(a.device)], b[moved.to(b.device)], t)
+        return rows[moved], 2 * len(need)
+
+    def jump_segment(self, t0: int, t1: int, gen: torch.Generator, max_rows: int):
+        """Every live pair from step t0 to t1 by exact jumps of the pair chain, each on its own
+        clock. Returns (moves per pair, rows scored)."""
+        pairs = self.x.shape[0]
+        clock = torch.full((pairs,), float(t0), dtype=torch.float64)
+        moves, rows = torch.zeros(pairs, dtype=torch.long), 0
+        while True:
+            act = (self.live & (clock < t1)).nonzero().flatten()
+            if len(act) == 0:
+                break
+            u = torch.rand((len(act), 6), generator=gen, dtype=torch.float64)
+            mv, t_next, site, (a, b), r = jump_round(
+                act, clock, t1, u, self.cache, self.free, self.conditionals, lambda mat: pair_summaries(*mat),
+                lambda mat, v: pair_move(*mat, v), outputs=2, rows_per_site=2, max_rows=max_rows)
+            rows += r
+            moving = act[mv]
+            clock[act] = float(t1)
+            clock[moving] = t_next
+            moves[moving] += 1
+            self.write(moving, site, a, b, t_next)
+        return moves, rows
 
 
 def couple(scorer, x0: torch.Tensor, y0: torch.Tensor, temperatures, budget: int, gen: torch.Generator,
-           prefix_len: int = 0) -> CouplingRun:
-    """Run coupled pairs (x0[p], y0[p]) at temperature temperatures[p] for at most ``budget`` steps."""
+           prefix_len: int = 0, mode: str = "auto", max_rows: int | None = None) -> CouplingRun:
+    """Run coupled pairs (x0[p], y0[p]) at temperature temperatures[p] for at most ``budget`` steps.
+
+    ``mode`` as for chains (:mod:`textglauber.chain`): ``plain`` scores both members of every
+    live pair at every step; ``memo`` keeps the plain draws and skips the pairs whose site is
+    remembered and whose uniforms keep both tokens (the same coalescence times, bit for bit on a
+    table); ``jump`` draws the pair chain's holding time from the pair's own leave probability
+    (1/m) sum_i P(the coupling changes a token at i), the site in proportion to it and the new
+    pair of tokens from the maximal coupling conditioned on a change (exact in law);
+    ``auto`` chooses per segment (:class:`~textglauber.chain.Policy`). Coalesced pairs leave
+    the batch in every mode."""
     x = torch.as_tensor(x0, dtype=torch.long).clone()
     y = torch.as_tensor(y0, dtype=torch.long).clone()
     if x.shape != y.shape:
         raise ValueError("the two starts of each pair must have the same shape")
     temps = torch.as_tensor(np.broadcast_to(np.asarray(temperatures, float), (len(x),)).copy())
     for t in set(temps.tolist()):
-        validate(scorer, x, ChainSpec(temperature=t, steps=budget, prefix_len=prefix_len))
+        validate(scorer, x, ChainSpec(temperature=t, steps=budget, prefix_len=prefix_len, mode=mode))
     validate(scorer, y, ChainSpec(temperature=1.0, steps=budget, prefix_len=prefix_len))
-    pairs, n = x.shape
-    tau = np.full(pairs, np.nan)
-    live = torch.ones(pairs, dtype=torch.bool)
-    equal = (x == y).all(1)
-    tau[equal.numpy()] = 0
-    live &= ~equal
-    ids = scorer.vocab.ids
-    for t in range(1, budget + 1):
-        idx = live.nonzero().flatten()
-        if len(idx) == 0:
-            break
-        sites = torch.randint(prefix_len, n, (len(idx),), generator=gen)
-        u = torch.rand((len(idx), 3), generator=gen, dtype=torch.float64)
-        s = scorer.scores(torch.cat([x[idx], y[idx]]), torch.cat([sites, sites])).double()
-        T = temps[idx].to(s.device).unsqueeze(1)
-        p = torch.softmax(s[: len(idx)] / T, -1)
-        q = torch.softmax(s[len(idx):] / T, -1)
-        a, b = maximal_coupling(p, q, u)
-        rows = idx
-        x[rows, sites] = ids.to(a.device)[a].cpu()
-        y[rows, sites] = ids.to(b.device)[b].cpu()
-        done = (x[idx] == y[idx]).all(1)
-        tau[idx[done].numpy()] = t
-        live[idx[done]] = False
-    censored = np.isnan(tau)
-    return CouplingRun(tau=tau, censored=censored, temperature=temps.numpy(), budget=budget)
+    st = _Pairs(scorer, x, y, temps, prefix_len)
+    n = x.shape[1]
+    max_rows = max_rows or max(2, ROW_BUDGET // scorer.vocab.size)
+    policy = Policy(mode=mode, m=n - prefix_len, rows_per_site=2, round_cost=round_cost(scorer, n),
+                    row_extra=summary_cost(scorer))
+    t = 0
+    while t < budget and st.live.any():
+        md, length = policy.next()
+        end = min(budget, t + length)
+        units = st.live.nonzero().flatten()
+        q_now = None
+        if md == "jump":
+            moves, rows = st.jump_segment(t, end, gen, max_rows)
+            q_now = st.cache.mean_leave(st.free)[units]
+        else:
+            moves, rows, ran = torch.zeros(len(x), dtype=torch.long), 0, 0
+            for s in range(t + 1, end + 1):
+                if not st.live.any():
+                    break
+                moved, r = st.step(s, gen, memo=md == "memo")
+                moves[moved] += 1
+                rows, ran = rows + r, ran + 1
+            end = t + ran
+        policy.observe(md, end - t, moves[units], rows, q_now)
+        t = end
+    censored = np.isnan(st.tau)
+    return CouplingRun(tau=st.tau, censored=censored, temperature=temps.numpy(), budget=budget,
+                       modes=policy.history if mode == "auto" else None)
 
 
 def grid_experiment(scorer, passages_for, lengths, temperatures, *, pairs: int, budget: int,

@@ -1,0 +1,518 @@
+"""The engine's memo, jump and auto modes against exact answers on enumerable chains.
+
+Every statistical check is a test at level ALPHA = 1e-3 with a fixed seed, and each one is shown
+to reject a deliberately wrong engine (a wrong holding probability, a jump that may redraw the
+current token, a cache that survives a change of state) with the same test function.
+"""
+import numpy as np
+import pytest
+import scipy.stats as st
+import torch
+
+from textglauber import chain, coupling, exact, models, vocabulary
+from textglauber.chain import ChainSpec
+
+ALPHA = 1e-3
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """These tests run many steps on tiny tensors; a second thread only adds waits on a busy host."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# ---------------------------------------------------------------- test statistics
+def chi2_pvalue(counts, probs, min_expected=5.0) -> float:
+    """Pearson's goodness of fit of counts to the law probs; cells expected below min_expected
+    are pooled into one (a count in a cell of probability 0 rejects outright)."""
+    counts = np.asarray(counts, float)
+    e = counts.sum() * np.asarray(probs, float) / np.sum(probs)
+    small = e < min_expected
+    if small.any():
+        counts = np.append(counts[~small], counts[small].sum())
+        e = np.append(e[~small], e[small].sum())
+    if (counts[e == 0] > 0).any():
+        return 0.0
+    counts, e = counts[e > 0], e[e > 0]
+    return float(st.chi2.sf(((counts - e) ** 2 / e).sum(), len(e) - 1))
+
+
+def two_sample_pvalue(a, b, bins=10) -> float:
+    """Chi-square test of homogeneity of two samples of times (inf = censored, its own cell), on
+    cells cut at the pooled sample's quantiles."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    pooled = np.concatenate([a, b])
+    edges = np.unique(np.quantile(pooled[np.isfinite(pooled)], np.linspace(0, 1, bins + 1)[1:-1]))
+    cells = lambda v: np.bincount(np.where(np.isfinite(v), np.searchsorted(edges, v, side="right"), len(edges) + 1),
+                                  minlength=len(edges) + 2)
+    table = np.stack([cells(a), cells(b)])
+    table = table[:, table.sum(0) > 0]
+    return float(st.chi2_contingency(table)[1])
+
+
+def law_at_step_pvalue(scorer, ex, P, T, x, t, mode, chains=4000, seed=0) -> float:
+    """Many chains from state x for t steps: their states at t against row x of the exact P^t."""
+    start = torch.as_tensor(ex.states[x]).repeat(chains, 1)
+    r = chain.run(scorer, start, ChainSpec(temperature=T, steps=t, record_every=t, checkpoint_every=t,
+                                           mode=mode, prefix_len=ex.free[0]), seed=seed)
+    counts = np.bincount(ex.index(r.states[-1]), minlength=len(ex.states))
+    return chi2_pvalue(counts, np.linalg.matrix_power(P, t)[x])
+
+
+def holding_pvalue(scorer, ex, P, T, x, mode, chains=3000, steps=80, seed=0) -> float:
+    """Chains started in x: the step at which each first leaves x against the geometric law with
+    stay probability P(x, x), cells 1..K and 'more than K' (censored chains fall there)."""
+    start = torch.as_tensor(ex.states[x]).repeat(chains, 1)
+    r = chain.run(scorer, start, ChainSpec(temperature=T, steps=steps, mode=mode, checkpoint_every=steps),
+                  seed=seed)
+    left = (r.states[1:] != r.states[0][None]).any(-1)
+    first = np.where(left.any(0), left.argmax(0) + 1, steps + 1)
+    stay = P[x, x]
+    k_max = max(k for k in range(1, steps + 1) if chains * stay ** (k - 1) * (1 - stay) >= 5)
+    counts = np.bincount(np.minimum(first, k_max + 1), minlength=k_max + 2)[1:]
+    probs = np.append(stay ** np.arange(k_max) * (1 - stay), stay ** k_max)
+    return chi2_pvalue(counts, probs)
+
+
+def stationary_pvalue(run, ex, pi, burn, min_pi=0.01) -> float:
+    """Long-run frequencies against the exact stationary law: per state with pi >= min_pi, a t-test
+    of the mean over independent chains of each chain's own visit frequency, Bonferroni-combined."""
+    idx = ex.index(run.states[run.steps >= burn])                      # (R, B)
+    freq = np.stack([np.bincount(idx[:, b], minlength=len(pi)) / len(idx) for b in range(idx.shape[1])])
+    keep = pi >= min_pi
+    mean, se = freq.mean(0)[keep], freq.std(0, ddof=1)[keep] / np.sqrt(len(freq))
+    tstat = np.abs(mean - pi[keep]) / np.maximum(se, 1e-12)
+    return float(min(1.0, keep.sum() * 2 * st.t.sf(tstat, len(freq) - 1).min()))
+
+
+def kernel(scorer, n, T, prefix=None):
+    ex = exact.glauber_kernel(scorer, n, T, prefix=prefix)
+    return ex, np.asarray(ex.kernel)
+
+
+# ---------------------------------------------------------------- scorers
+class RowCounter:
+    """Counts the rows a scorer is asked for (the engine's model work)."""
+
+    def __init__(self, inner):
+        self.inner, self.vocab, self.rows = inner, inner.vocab, 0
+        self.round_cost_rows = chain.round_cost(inner, inner.max_length)
+
+    @property
+    def max_length(self):
+        return self.inner.max_length
+
+    def scores(self, states, sites):
+        self.rows += len(sites)
+        return self.inner.scores(states, sites)
+
+
+@pytest.fixture(scope="module")
+def table(small_scorer):
+    """The tiny MLM on {the, dog, ran}, n = 3: 27 states, every score from one table."""
+    return exact.TabulatedScorer(small_scorer, 3)
+
+
+@pytest.fixture(scope="module")
+def basins(tiny_mlm):
+    """The tiny MLM on {ran, river, field}, n = 3: two all-argmax states (two traps at low T)."""
+    v = vocabulary.allowed_vocabulary(tiny_mlm.tokenizer, tokens=["ran", "river", "field"])
+    return exact.TabulatedScorer(models.MaskedLMScorer(tiny_mlm, v), 3)
+
+
+@pytest.fixture(scope="module")
+def rxn_table():
+    """A real packaged model restricted to {C, c, O, N} at n = 3 (64 states), as in chapter 6."""
+    try:
+        lm = models.load("package:rxnmapper-albert", device="cpu", dtype="float32")
+    except models.ModelUnavailableError as exc:
+        pytest.skip(str(exc))
+    sc = models.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(lm.tokenizer, tokens=["C", "c", "O", "N"]))
+    return exact.TabulatedScorer(sc, 3)
+
+
+def trap_joint(seed=0, depth=12.0):
+    """k = 3 tokens, n = 4, random log-weights with one state raised by ``depth`` (tabulated): at
+    T = 0.25 that state is a perfect trap every site of which is its argmax by a wide margin."""
+    k, n = 3, 4
+    log_mu = np.random.default_rng(seed).normal(size=k ** n)
+    log_mu[40] += depth
+    return exact.TabulatedScorer(exact.JointScorer(np.arange(k), n, log_mu), n), 40
+
+
+# ---------------------------------------------------------------- wrong engines
+@pytest.fixture
+def wrong(monkeypatch):
+    """Deliberately wrong engines, one at a time, for showing that a check can fail."""
+    leave = chain.leave_probability
+
+    def make(kind):
+        if kind == "redraws current token":               # a jump may write x_i again
+            monkeypatch.setattr(chain, "restricted", lambda p, pos: p.clone())
+        elif kind == "wrong holding probability":          # 1 - pi_i(x_i) distorted state by state
+            monkeypatch.setattr(chain, "leave_probability", lambda s, pos, T: leave(s, pos, T) ** 0.5)
+        elif kind == "cache survives a move":
+            monkeypatch.setattr(chain.SiteCache, "clear", lambda self, units: None)
+        elif kind == "pair holds as its first member":     # the pair's leave probability of X alone
+            monkeypatch.setattr(coupling, "pair_leave", lambda p, q, xp, yp: chain.without(p, xp).sum(-1))
+        elif kind == "pair move not conditioned":          # the unconditioned coupling may keep (x_i, y_i)
+            monkeypatch.setattr(coupling, "pair_move", lambda p, q, xp, yp, u: coupling.maximal_coupling(p, q, u[:, :3]))
+        else:
+            raise KeyError(kind)
+    return make
+
+
+# ---------------------------------------------------------------- memo: the plain trajectory
+def _same_run(a, b) -> bool:
+    return all(np.array_equal(getattr(a, f), getattr(b, f), equal_nan=True) for f in ("steps", "states", "sites", "gaps"))
+
+
+@pytest.mark.parametrize("T, prefix", [(0.3, 0), (1.0, 0), (0.5, 1)])
+def test_memo_gives_the_plain_trajectory_bit_for_bit(table, T, prefix):
+    """Same seed, tabulated scorer: memo's states, sites and gaps equal plain's exactly, with
+    fewer rows scored; a memo whose cache survives a change of state does not (next test)."""
+    g = torch.Generator().manual_seed(int(10 * T) + prefix)
+    init = table.vocab.ids[torch.randint(3, (64, 3), generator=g)]
+    spec = dict(temperature=T, steps=200, record_every=3, record_gaps=True, prefix_len=prefix, checkpoint_every=70)
+    counted = {m: RowCounter(table) for m in ("plain", "memo")}
+    runs = {m: chain.run(counted[m], init, ChainSpec(**spec, mode=m), seed=4) for m in counted}
+    assert _same_run(runs["plain"], runs["memo"])
+    assert counted["plain"].rows == 64 * 200
+    assert counted["memo"].rows < 0.8 * counted["plain"].rows
+
+
+def test_memo_with_a_stale_cache_leaves_the_plain_trajectory(table, wrong):
+    init = table.vocab.ids[torch.randint(3, (64, 3), generator=torch.Generator().manual_seed(0))]
+    spec = dict(temperature=0.5, steps=200, record_gaps=True)
+    plain = chain.run(table, init, ChainSpec(**spec, mode="plain"), seed=4)
+    wrong("cache survives a move")
+    assert not _same_run(plain, chain.run(table, init, ChainSpec(**spec, mode="memo"), seed=4))
+
+
+def test_coupled_memo_gives_the_plain_coalescence_times_bit_for_bit(table):
+    s = torch.as_tensor(table.chain.states)
+    xi, yi = np.meshgrid(np.arange(27), np.arange(27), indexing="ij")
+    x, y = s[xi.ravel()].repeat(2, 1), s[yi.ravel()].repeat(2, 1)
+    for T in (0.3, 1.0):
+        counted = {m: RowCounter(table) for m in ("plain", "memo")}
+        r = {m: coupling.couple(counted[m], x, y, T, 300, torch.Generator().manual_seed(5), mode=m) for m in counted}
+        assert np.array_equal(r["plain"].tau, r["memo"].tau, equal_nan=True)
+        assert counted["memo"].rows < counted["plain"].rows
+
+
+# ---------------------------------------------------------------- the law at a fixed step
+@pytest.mark.parametrize("mode", ["memo", "jump", "auto"])
+def test_law_at_a_fixed_step_is_row_x_of_the_exact_power(table, mode):
+    ex, P = kernel(table, 3, 0.5)
+    for x, t in ((5, 6), (26, 20)):
+        assert law_at_step_pvalue(table, ex, P, 0.5, x, t, mode) > ALPHA, (x, t)
+
+
+@pytest.mark.parametrize("kind", ["redraws current token", "wrong holding probability"])
+def test_law_at_a_fixed_step_rejects_a_wrong_jump(table, wrong, kind):
+    ex, P = kernel(table, 3, 0.5)
+    wrong(kind)
+    assert law_at_step_pvalue(table, ex, P, 0.5, 5, 6, "jump") < ALPHA
+
+
+def test_law_at_a_fixed_step_rejects_a_stale_memo(table, wrong):
+    ex, P = kernel(table, 3, 0.5)
+    wrong("cache survives a move")
+    assert law_at_step_pvalue(table, ex, P, 0.5, 5, 6, "memo") < ALPHA
+
+
+@pytest.mark.parametrize("mode", ["memo", "jump"])
+def test_law_at_a_fixed_step_on_a_restricted_real_model(rxn_table, mode):
+    """rxnmapper's ALBERT on {C, c, O, N}, n = 3, T = 0.7, with the first token frozen."""
+    prefix = rxn_table.vocab.ids[:1].numpy()
+    ex, P = kernel(rxn_table, 3, 0.7)
+    assert law_at_step_pvalue(rxn_table, ex, P, 0.7, 7, 10, mode) > ALPHA
+    ex, P = kernel(rxn_table, 3, 0.7, prefix=prefix)
+    assert law_at_step_pvalue(rxn_table, ex, P, 0.7, 3, 10, mode) > ALPHA
+
+
+# ---------------------------------------------------------------- holding times
+@pytest.mark.parametrize("mode", ["memo", "jump", "auto"])
+def test_holding_time_in_a_state_is_geometric_with_the_exact_stay_probability(table, mode):
+    ex, P = kernel(table, 3, 0.5)
+    x = int(np.argmin(np.abs(np.diag(P) - 0.8)))                 # a sticky state: mean holding ~5 steps
+    assert 0.7 < P[x, x] < 0.9
+    assert holding_pvalue(table, ex, P, 0.5, x, mode) > ALPHA
+
+
+@pytest.mark.parametrize("kind", ["redraws current token", "wrong holding probability"])
+def test_holding_time_check_rejects_a_wrong_jump(table, wrong, kind):
+    ex, P = kernel(table, 3, 0.5)
+    x = int(np.argmin(np.abs(np.diag(P) - 0.8)))
+    wrong(kind)
+    assert holding_pvalue(table, ex, P, 0.5, x, "jump") < ALPHA
+
+
+def geometric_pvalue(first, stay, cells=10) -> float:
+    """First-move steps (inf: censored) against the geometric law P(H > k) = stay^k, on cells cut
+    at its deciles."""
+    edges = np.unique(np.ceil(np.log1p(-np.linspace(0, 1, cells + 1)[1:-1]) / np.log(stay)))
+    tail = np.append(1.0, stay ** edges)                         # P(H > 0), P(H > e_1), ...
+    probs = np.append(tail[:-1] - tail[1:], tail[-1])
+    counts = np.bincount(np.searchsorted(edges, first, side="left"), minlength=len(edges) + 1)
+    return chi2_pvalue(counts, probs)
+
+
+def test_holding_time_in_a_deep_trap(basins):
+    """The tiny MLM on {ran, river, field} at T = 0.1: its deepest trap holds for ~4,700 steps on
+    average. 300 jump chains from it over ten mean holding times (a few hundred model-free rounds):
+    the first move's step against the exact geometric law."""
+    deep = basins
+    ex, P = kernel(deep, 3, 0.1)
+    x = int(np.argmax(np.diag(P)))
+    stay = P[x, x]
+    assert 1 / (1 - stay) > 4000
+    steps = int(10 / (1 - stay))
+    start = torch.as_tensor(ex.states[x]).repeat(300, 1)
+    counted = RowCounter(deep)
+    r = chain.run(counted, start, ChainSpec(temperature=0.1, steps=steps, record_every=steps, mode="jump",
+                                            checkpoint_every=steps), seed=2)
+    moved = r.sites >= 0
+    first = np.where(moved.any(0), moved.argmax(0) + 1, np.inf)
+    assert geometric_pvalue(first, stay) > ALPHA
+    assert geometric_pvalue(first, stay ** 1.5) < ALPHA            # a holding law a third shorter is told apart
+    assert counted.rows < 300 * steps / 100                       # plain would score 300 rows a step
+
+
+# ---------------------------------------------------------------- long-run frequencies
+def _long_run(scorer, T, mode, chains=40, steps=800, seed=3):
+    init = scorer.vocab.ids[torch.randint(scorer.vocab.size, (chains, 3), generator=torch.Generator().manual_seed(1))]
+    return chain.run(scorer, init, ChainSpec(temperature=T, steps=steps, record_every=2, mode=mode), seed=seed)
+
+
+@pytest.mark.parametrize("mode", ["memo", "jump", "auto"])
+def test_long_run_frequencies_match_the_exact_stationary_law(basins, mode):
+    """Two traps at T = 0.5 (stay probabilities 0.93 and 0.89, exact t_mix 11): 40 chains of 800 steps."""
+    ex, P = kernel(basins, 3, 0.5)
+    r = _long_run(basins, 0.5, mode)
+    assert stationary_pvalue(r, ex, exact.stationary(P), burn=100, min_pi=0.004) > ALPHA
+    if mode == "auto":
+        assert {m for m, _ in r.modes} >= {"memo", "jump"}, r.modes       # the switch itself is checked
+
+
+def test_long_run_frequencies_of_a_restricted_real_model(rxn_table):
+    ex, P = kernel(rxn_table, 3, 2.0)
+    r = _long_run(rxn_table, 2.0, "jump")
+    assert stationary_pvalue(r, ex, exact.stationary(P), burn=100, min_pi=0.004) > ALPHA
+
+
+@pytest.mark.parametrize("kind", ["redraws current token", "wrong holding probability"])
+def test_long_run_frequencies_reject_a_wrong_jump(basins, wrong, kind):
+    ex, P = kernel(basins, 3, 0.5)
+    wrong(kind)
+    r = _long_run(basins, 0.5, "jump")
+    assert stationary_pvalue(r, ex, exact.stationary(P), burn=100, min_pi=0.004) < ALPHA
+
+
+# ---------------------------------------------------------------- coupled pairs
+def pair_survival(table, T, x, y, t_max):
+    """P(tau > t), t = 0..t_max, for the pair chain (shared uniform site, maximal coupling) from
+    the states x, y (enumeration indices), by its exact sub-stochastic kernel on unequal pairs."""
+    ex = table.chain
+    S, m = len(ex.states), len(ex.free)
+    cond = exact.conditionals(table, ex.states, ex.free, T)                   # (S, m, K)
+    k = cond.shape[-1]
+    Q = np.zeros((S * S, S * S))
+    for i_pos, i in enumerate(ex.free):
+        nxt = np.empty((S, k), int)
+        for a in range(k):
+            y_ = ex.states.copy()
+            y_[:, i] = ex.vocab_ids[a]
+            nxt[:, a] = ex.index(y_)
+        for xs in range(S):
+            p = cond[xs, i_pos]
+            for ys in range(S):
+                if xs == ys:
+                    continue
+                q = cond[ys, i_pos]
+                d = np.clip(p - q, 0, None).sum()
+                J = np.diag(np.minimum(p, q)) + (np.outer(np.clip(p - q, 0, None), np.clip(q - p, 0, None)) / d
+                                                 if d > 0 else 0)
+                for a in range(k):
+                    for b in range(k):
+                        xn, yn = nxt[xs, a], nxt[ys, b]
+                        if xn != yn:
+                            Q[xs * S + ys, xn * S + yn] += J[a, b] / m
+    v = np.zeros(S * S)
+    v[x * S + y] = 1.0
+    surv = [1.0]
+    for _ in range(t_max):
+        v = v @ Q
+        surv.append(v.sum())
+    return np.array(surv)
+
+
+def _pair_taus(table, x, y, T, mode, reps, budget, seed):
+    s = torch.as_tensor(table.chain.states)
+    r = coupling.couple(table, s[[x]].repeat(reps, 1), s[[y]].repeat(reps, 1), T, budget,
+                        torch.Generator().manual_seed(seed), mode=mode)
+    return np.where(r.censored, np.inf, r.tau)
+
+
+def coalescence_pvalue(table, x, y, T, tau, budget) -> float:
+    """Coalescence times against the exact law from the pair kernel (cells t = 1..budget and censored)."""
+    surv = pair_survival(table, T, x, y, budget)
+    probs = np.append(surv[:-1] - surv[1:], surv[-1])
+    counts = np.bincount(np.where(np.isfinite(tau), tau, budget + 1).astype(int), minlength=budget + 2)[1:]
+    return chi2_pvalue(counts, probs)
+
+
+PAIR = dict(x=11, y=26, T=0.5, budget=300)      # the two traps of ``basins``
+
+
+def test_coupled_jumps_match_plain_coupled_runs_and_the_exact_coalescence_law(basins):
+    """Pairs started in the two traps: jump-mode coalescence times against plain runs (two-sample
+    chi-square at ALPHA) and, with plain's and auto's, against the exact law of the pair chain."""
+    x, y, T, budget = PAIR.values()
+    plain = _pair_taus(basins, x, y, T, "plain", 2000, budget, seed=1)
+    jump = _pair_taus(basins, x, y, T, "jump", 2000, budget, seed=2)
+    assert np.isfinite(plain).mean() > 0.99
+    assert two_sample_pvalue(plain, jump) > ALPHA
+    for tau in (plain, jump, _pair_taus(basins, x, y, T, "auto", 2000, budget, seed=3)):
+        assert coalescence_pvalue(basins, x, y, T, tau, budget) > ALPHA
+
+
+@pytest.mark.parametrize("kind", ["pair holds as its first member", "pair move not conditioned"])
+def test_coupled_jump_checks_reject_a_wrong_pair_chain(basins, wrong, kind):
+    x, y, T, budget = PAIR.values()
+    plain = _pair_taus(basins, x, y, T, "plain", 2000, budget, seed=1)
+    wrong(kind)
+    jump = _pair_taus(basins, x, y, T, "jump", 2000, budget, seed=2)
+    assert two_sample_pvalue(plain, jump) < ALPHA
+    assert coalescence_pvalue(basins, x, y, T, jump, budget) < ALPHA
+
+
+def test_coalesced_pairs_leave_the_batch_in_jump_mode(table):
+    """Identical starts cost nothing; once every pair has met, no more rows are scored."""
+    s = torch.as_tensor(table.chain.states)
+    counted = RowCounter(table)
+    r = coupling.couple(counted, s[:5], s[:5].clone(), 1.0, 50, torch.Generator().manual_seed(0), mode="jump")
+    assert (r.tau == 0).all() and counted.rows == 0
+    r = coupling.couple(counted, s[[26]].repeat(50, 1), s[[0]].repeat(50, 1), 3.0, 10_000,
+                        torch.Generator().manual_seed(0), mode="jump")
+    assert not r.censored.any()
+    # each round scores at most 2 rows per site of each live pair: far below the budget's worth
+    assert counted.rows < 2 * 3 * 50 * (np.max(r.tau) + 1)
+
+
+# ---------------------------------------------------------------- resume, records, refusals
+class _Killed(Exception):
+    pass
+
+
+def _killed_and_resumed(scorer, init, spec, seed, tmp_path, kill_at, damage=None):
+    def kill(step):
+        if step == kill_at:
+            raise _Killed
+    with pytest.raises(_Killed):
+        chain.run(scorer, init, spec, seed=seed, out_dir=tmp_path, on_checkpoint=kill)
+    if damage is not None:
+        saved = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+        damage(saved)
+        torch.save(saved, tmp_path / "checkpoint.pt")
+    return chain.run(scorer, init, spec, seed=seed, out_dir=tmp_path)
+
+
+def _equal_runs(a, b) -> bool:
+    return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("steps", "states", "sites"))
+
+
+def test_resume_after_kill_in_jump_mode_equals_the_uninterrupted_run(full_scorer, tmp_path):
+    init = full_scorer.vocab.ids[torch.randint(full_scorer.vocab.size, (4, 9), generator=torch.Generator().manual_seed(0))]
+    spec = ChainSpec(temperature=0.3, steps=120, record_every=3, checkpoint_every=20, mode="jump")
+    whole = chain.run(full_scorer, init, spec, seed=7)
+    assert (whole.sites == -1).any() and (whole.sites >= 0).any()
+    assert _equal_runs(whole, _killed_and_resumed(full_scorer, init, spec, 7, tmp_path, kill_at=60))
+
+
+def test_resume_after_kill_in_auto_mode_equals_the_uninterrupted_run_and_needs_the_saved_policy(tmp_path):
+    """12 chains in a trap and 4 elsewhere make auto switch between jump and the stepping modes,
+    with a jump segment running across the checkpoint where the run is killed: the resumed run
+    equals the whole run, and a checkpoint stripped of the engine's state (cache and policy)
+    gives another run (its fresh policy steps where the whole run jumped)."""
+    sc, trap = trap_joint(depth=4.0)
+    init = torch.as_tensor(sc.chain.states[[trap] * 12 + list(range(4))])
+    spec = ChainSpec(temperature=0.4, steps=2000, record_every=7, checkpoint_every=250, mode="auto")
+    whole = chain.run(sc, init, spec, seed=5)
+    assert "jump" in {m for m, _ in whole.modes} and len(whole.modes) > 2
+    assert _equal_runs(whole, _killed_and_resumed(sc, init, spec, 5, tmp_path / "a", kill_at=1000))
+    assert whole.modes == chain.run(sc, init, spec, seed=5, out_dir=tmp_path / "a").modes
+
+    def strip(saved):
+        del saved["cache"], saved["policy"]
+    assert not _equal_runs(whole, _killed_and_resumed(sc, init, spec, 5, tmp_path / "b", kill_at=1000, damage=strip))
+
+
+def test_jump_records_hold_the_state_between_moves(table):
+    """Recorded every step: a chain's state changes exactly at the steps whose site is >= 0, at
+    that site only, and the record at the grid is the state then."""
+    init = table.vocab.ids[torch.randint(3, (32, 3), generator=torch.Generator().manual_seed(2))]
+    r = chain.run(table, init, ChainSpec(temperature=0.5, steps=300, mode="jump", checkpoint_every=70), seed=1)
+    change = r.states[1:] != r.states[:-1]                    # (S, B, n)
+    assert np.array_equal(change.any(-1), r.sites >= 0)
+    t, b = np.nonzero(r.sites >= 0)
+    assert change[t, b, r.sites[t, b]].all() and (change.sum(-1) <= 1).all()
+    coarse = chain.run(table, init, ChainSpec(temperature=0.5, steps=300, record_every=7, mode="jump",
+                                              checkpoint_every=70), seed=1)
+    assert np.array_equal(coarse.states, r.states[coarse.steps])
+    assert np.array_equal(coarse.sites, r.sites)
+
+
+def test_jump_refuses_gaps_and_unknown_modes_before_any_compute(counting):
+    init = counting.vocab.ids[torch.zeros((2, 3), dtype=torch.long)]
+    with pytest.raises(ValueError, match="record_gaps"):
+        chain.run(counting, init, ChainSpec(temperature=1.0, steps=5, record_gaps=True, mode="jump"), seed=0)
+    with pytest.raises(ValueError, match="mode"):
+        chain.run(counting, init, ChainSpec(temperature=1.0, steps=5, mode="fast"), seed=0)
+    with pytest.raises(ValueError, match="mode"):
+        coupling.couple(counting, init, init, 1.0, 5, torch.Generator(), mode="fast")
+    assert counting.calls == 0
+    # auto with gaps never jumps: every step has its site and gap
+    r = chain.run(counting, init, ChainSpec(temperature=0.05, steps=300, record_gaps=True), seed=0)
+    assert (r.sites >= 0).all() and np.isfinite(r.gaps).all() and r.modes[0][0] != "jump"
+
+
+def test_a_legacy_checkpoint_resumes_in_plain_mode(full_scorer, tmp_path):
+    """A run begun before the engine had modes (its fingerprint has no mode) finishes as plain."""
+    init = full_scorer.vocab.ids[torch.randint(full_scorer.vocab.size, (3, 6), generator=torch.Generator().manual_seed(1))]
+    spec = ChainSpec(temperature=1.0, steps=40, checkpoint_every=10, record_gaps=True)
+    plain = chain.run(full_scorer, init, ChainSpec(**{**spec.__dict__, "mode": "plain"}), seed=3)
+
+    def legacy(saved):
+        saved["fingerprint"] = chain._fingerprint(full_scorer, init, spec, 3, "", legacy=True)
+        del saved["cache"], saved["policy"]
+    resumed = _killed_and_resumed(full_scorer, init, ChainSpec(**{**spec.__dict__, "mode": "plain"}), 3, tmp_path,
+                                  kill_at=20, damage=legacy)
+    again = chain.run(full_scorer, init, spec, seed=3, out_dir=tmp_path)         # the default (auto) spec
+    assert _equal_runs(plain, resumed) and _equal_runs(plain, again) and again.spec.mode == "plain"
+
+
+# ---------------------------------------------------------------- auto
+def test_auto_scores_far_fewer_rows_in_a_perfect_trap_and_no_more_at_high_temperature():
+    """Rows scored stand in for time (speed targets live in the benchmark): chains in a perfect
+    trap at T = 0.25 cost auto under 1/20 of plain's rows; at T = 2 auto never jumps and scores
+    at most plain's rows."""
+    sc, trap = trap_joint()
+    start = torch.as_tensor(sc.chain.states[[trap]]).repeat(16, 1)
+    rows = {}
+    for m in ("plain", "auto"):
+        c = RowCounter(sc)
+        r = chain.run(c, start, ChainSpec(temperature=0.25, steps=2000, record_every=100, mode=m), seed=0)
+        rows[m] = c.rows
+    assert (r.states == start.numpy()).all()
+    assert rows["auto"] * 20 < rows["plain"] and r.modes[-1][0] == "jump"
+    hot = exact.TabulatedScorer(exact.JointScorer(np.arange(3), 4, np.random.default_rng(1).normal(size=81)), 4)
+    init = torch.as_tensor(hot.chain.states[np.random.default_rng(2).integers(0, 81, 16)])
+    for m in ("plain", "auto"):
+        c = RowCounter(hot)
+        r = chain.run(c, init, ChainSpec(temperature=2.0, steps=500, mode=m), seed=0)
+        rows[m] = c.rows
+    assert rows["auto"] <= rows["plain"] and "jump" not in {m for m, _ in r.modes}

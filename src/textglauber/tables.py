@@ -36,7 +36,7 @@ CSS = """
 .tg-box table.tg-table th,.tg-box table.tg-table td{padding:.3rem .75rem;border:none;border-bottom:1px solid rgba(127,127,127,.3);text-align:left;vertical-align:top;white-space:nowrap;overflow-wrap:normal;word-break:normal;hyphens:none}
 .tg-box table.tg-table thead th{white-space:normal;min-width:3.5rem;max-width:11rem;vertical-align:bottom;font-weight:600;border-bottom:1px solid rgba(127,127,127,.7)}
 .tg-box table.tg-table td.tg-num{text-align:right}
-.tg-box table.tg-table td.tg-text{white-space:normal;min-width:14rem;max-width:30rem}
+.tg-box table.tg-table td.tg-text{white-space:normal;min-width:10rem;max-width:28rem}
 .tg-box .tg-word{white-space:nowrap}
 .tg-legend{font-size:.875rem;margin:-.6rem 0 1rem 0}
 .tg-legend code{white-space:nowrap}

@@ -164,3 +164,49 @@ def test_projection_divides_work_by_the_fastest_measured_rate():
                        _cell(m, 64, 64, "engine", 10.0)])
     work = pd.DataFrame({"masked rows": [40 * 3600, 10 * 3600 * 2], "typical n": [20, 64]})
     assert bench.projected_hours(work, df).tolist() == [1.0, 2.0]
+
+
+def test_metastable_grid_writes_every_mode_per_cell(tmp_path):
+    """The engine modes on the same chains: four rows per cell, plain scores one row a chain-step,
+    memo never more (the same trajectory), a perfect-trap cell at T = 0.25; targets are read off."""
+    out = tmp_path / "metastable-cpu.csv"
+    assert bench.main(["--metastable", "--models", "tiny-mlm", "--lengths", "5", "--temperatures", "0.25", "2",
+                       "--chains", "4", "--steps", "30", "--rounds", "1", "--out", str(out)]) == 0
+    df = pd.read_csv(out)
+    assert not (tmp_path / "metastable-cpu.partial.csv").exists()
+    cells = df.groupby(["start", "temperature"])
+    assert len(cells) == 3 and all(sorted(g["mode"]) == sorted(bench.METASTABLE_MODES) for _, g in cells)
+    assert set(df[df.start == "perfect trap"].temperature) == {bench.TRAP_TEMPERATURE}
+    by = df.set_index(["start", "temperature", "mode"])
+    assert (df[df["mode"] == "plain"].passes_per_step == 1).all() and (df[df["mode"] == "plain"].speedup == 1).all()
+    assert (df[df["mode"] == "memo"].passes_per_step <= 1).all()
+    for (start, T), g in cells:        # memo is plain's trajectory: the same no-op share
+        assert by.loc[(start, T, "memo"), "noop_share"] == by.loc[(start, T, "plain"), "noop_share"]
+    assert df.noop_share.between(0, 1).all() and (df.chain_steps_per_s > 0).all()
+    assert df[df["mode"] == "auto"].auto_segments.str.startswith("memo:").all()
+    assert set(bench.metastable_targets(df).target) >= {"x plain at T = 2 (least cell)",
+                                                        "x plain on a perfect trap at T = 0.25 (least cell)"}
+
+
+def test_metastable_targets_take_the_least_cell_of_each_kind():
+    rows = [{"mode": "auto", "start": "burned in", "temperature": 0.25, "cell_noop_share": 0.95, "speedup": 3.0},
+            {"mode": "auto", "start": "burned in", "temperature": 0.5, "cell_noop_share": 0.91, "speedup": 1.5},
+            {"mode": "auto", "start": "burned in", "temperature": 1.0, "cell_noop_share": 0.6, "speedup": 0.5},
+            {"mode": "auto", "start": "burned in", "temperature": 2.0, "cell_noop_share": 0.1, "speedup": 0.97},
+            {"mode": "jump", "start": "burned in", "temperature": 2.0, "cell_noop_share": 0.1, "speedup": 0.3},
+            {"mode": "auto", "start": "perfect trap", "temperature": 0.25, "cell_noop_share": 1.0, "speedup": 25.0}]
+    t = bench.metastable_targets(pd.DataFrame(rows)).set_index("target")
+    assert t.measured.tolist() == [1.5, 25.0, 0.97] and t.cells.tolist() == [2, 1, 1]
+    assert t.met.tolist() == [False, True, True]
+
+
+def test_perfect_trap_is_an_argmax_fixed_point(small_scorer):
+    """Coordinate ascent ends where every site is its own conditional's argmax."""
+    import torch
+
+    from textglauber import margins
+
+    x = small_scorer.vocab.ids[torch.randint(3, (6, 4), generator=torch.Generator().manual_seed(0))]
+    trap = bench.perfect_trap(small_scorer, x)
+    assert (margins.score_gaps(small_scorer, trap) >= 0).all()
+    assert torch.equal(bench.perfect_trap(small_scorer, trap), trap)

@@ -49,7 +49,7 @@ def test_frozen_prefix_never_changes(full_scorer):
     init = full_scorer.vocab.ids[torch.randint(full_scorer.vocab.size, (8, 10), generator=torch.Generator().manual_seed(0))]
     run = chain.run(full_scorer, init, ChainSpec(temperature=1.0, steps=60, prefix_len=4), seed=0)
     assert (run.states[:, :, :4] == init[:, :4].numpy()[None]).all()
-    assert (run.sites >= 4).all()
+    assert (run.sites[run.sites >= 0] >= 4).all() and (run.sites >= 0).any()      # -1: a step held in a jump
     assert (run.states[-1, :, 4:] != init[:, 4:].numpy()).any()
 
 

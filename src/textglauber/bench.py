@@ -24,6 +24,15 @@ Logit memory is read off the logit tensors each variant creates; peak memory is 
 adds to the process (see :class:`PeakMemory`). BERT-base shape uses random
 weights (throughput does not depend on them); AntiBERTy and rxnfp BERT are the real packaged
 models. Writes a CSV and prints the table with ratios.
+
+    python -m textglauber.bench --metastable         # the engine modes in the slow regime
+
+The metastable grid (:func:`metastable_grid`) runs the same chains, from the same states and seed,
+through the engine's modes ``plain``, ``memo``, ``jump`` and ``auto`` (see :mod:`textglauber.chain`)
+and reports chain-steps per second, passes (scored rows) per chain-step and the no-op share
+(steps that leave the state as it was) at each temperature, from states burned in at that
+temperature and from a perfect trap (every site its argmax, at T = 0.25). Its targets are ratios
+to plain in one run (:func:`metastable_targets`).
 """
 from __future__ import annotations
 
@@ -277,7 +286,8 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
                 if B >= 2:
                     half = B // 2
                     variants["coupled_pairs"] = (
-                        lambda: couple(scorer, x[:half], x[half:2 * half], 1.0, steps, gen), 2 * half * steps,
+                        lambda: couple(scorer, x[:half], x[half:2 * half], 1.0, steps, gen, mode="plain"),
+                        2 * half * steps,
                         2 * half * vocab.size * 4)
                 if B > 64 and dev.type == "cpu":
                     variants.pop("fill_mask_loop")      # hours on a CPU; the ratio at B <= 64 already says it
@@ -350,6 +360,18 @@ def _machine(device: torch.device) -> str:
     return f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
 
 
+def _write_table(df: pd.DataFrame, out: Path, a, argv, models_wanted, dev) -> None:
+    """The finished table, its JSON record (arguments, command, machine), and no partial file."""
+    from .results import write_manifest
+
+    df.to_csv(out, index=False)
+    out.with_suffix(".partial.csv").unlink(missing_ok=True)
+    write_manifest(out.parent, name=out.with_suffix(".json").name, parameters=vars(a),
+                   models=[{"name": m} for m in models_wanted], seed=SEED, tables=[out.name],
+                   extra={"command": " ".join(["python -m textglauber.bench", *(sys.argv[1:] if argv is None else argv)]),
+                          "machine": _machine(dev)})
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m textglauber.bench", description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cpu")
@@ -360,13 +382,21 @@ def main(argv=None) -> int:
     ap.add_argument("--models", nargs="*", default=None)
     ap.add_argument("--lengths", nargs="*", type=int, default=None, help="override the grid's n")
     ap.add_argument("--batches", nargs="*", type=int, default=None, help="override the grid's batch sizes")
-    ap.add_argument("--steps", type=int, default=3, help="Glauber steps per timed call")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="Glauber steps per timed call (3; with --metastable, steps per cell: 400, --quick 200)")
     ap.add_argument("--rounds", type=int, default=3, help="least number of timed rounds per variant")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--metastable", action="store_true",
+                    help="the engine modes (plain, memo, jump, auto) over temperatures instead of the throughput grid")
+    ap.add_argument("--temperatures", nargs="*", type=float, default=None, help="the metastable grid's temperatures")
+    ap.add_argument("--chains", type=int, default=16, help="chains per metastable cell")
     a = ap.parse_args(argv)
+    if a.metastable:
+        return _main_metastable(a, argv)
+    a.steps = 3 if a.steps is None else a.steps
     from .device import pick_device, pick_dtype
     from .models import check_available
-    from .results import repo_root, write_manifest
+    from .results import repo_root
 
     dev = pick_device(a.device)                      # bad device or dtype: one error before any compute
     pick_dtype(a.dtype, dev)
@@ -392,16 +422,164 @@ def main(argv=None) -> int:
 
     df = run_grid(models_wanted, lengths, batches, a.device, steps=a.steps, min_rounds=a.rounds, on_cell=on_cell,
                   dtype=a.dtype, compile=a.compile)
-    df.to_csv(out, index=False)
-    partial.unlink(missing_ok=True)
-    write_manifest(out.parent, name=out.with_suffix(".json").name, parameters=vars(a),
-                   models=[{"name": m} for m in models_wanted], seed=SEED, tables=[out.name],
-                   extra={"command": " ".join(["python -m textglauber.bench", *(sys.argv[1:] if argv is None else argv)]),
-                          "machine": _machine(dev)})
+    _write_table(df, out, a, argv, models_wanted, dev)
     cols = ["model", "n", "batch", "variant", "chain_steps_per_s", "fraction_of_bound", "engine_speedup",
             "compiled_speedup", "logit_bytes", "peak_memory_bytes"]
     with pd.option_context("display.width", 220, "display.max_columns", 20):
         print(df[[c for c in cols if c in df]].round(3).to_string(index=False))
+    print(f"\nwritten to {out}")
+    return 0
+
+
+METASTABLE_MODES = ("plain", "memo", "jump", "auto")
+METASTABLE_MODELS = ("package:antiberty", "package:rxnfp-bert", "trained:english")
+METASTABLE_TEMPERATURES = (0.25, 0.5, 0.7, 1.0, 2.0)
+TRAP_TEMPERATURE = 0.25
+
+
+class RowCount:
+    """A scorer that counts the rows (masked sequences) it scores: the engine's passes."""
+
+    def __init__(self, inner):
+        self.inner, self.vocab, self.rows = inner, inner.vocab, 0
+        self.lm = getattr(inner, "lm", None)
+
+    @property
+    def max_length(self) -> int:
+        return self.inner.max_length
+
+    def scores(self, states, sites):
+        self.rows += len(sites)
+        return self.inner.scores(states, sites)
+
+
+def perfect_trap(scorer, states: torch.Tensor, sweeps: int = 50) -> torch.Tensor:
+    """Coordinate ascent from each state (every site set to its argmax in turn) until no site
+    changes: a state whose every site is its own conditional's argmax, a perfect trap."""
+    x = torch.as_tensor(states, dtype=torch.long).clone()
+    ids = scorer.vocab.ids
+    for _ in range(sweeps):
+        changed = False
+        for i in range(x.shape[1]):
+            best = ids[scorer.scores(x, torch.full((len(x),), i)).argmax(-1).cpu()]
+            changed |= bool((best != x[:, i]).any())
+            x[:, i] = best
+        if not changed:
+            return x
+    raise RuntimeError(f"no argmax fixed point within {sweeps} sweeps")
+
+
+def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta: dict, rounds: int) -> list[dict]:
+    """One cell of the metastable grid: every mode from the same states and seed (so each call of
+    a mode repeats the same work), timed in ``rounds`` interleaved rounds (median)."""
+    from .chain import ChainSpec, run
+
+    stats = {}
+
+    def one(mode):
+        counted = RowCount(scorer)
+        r = run(counted, x0, ChainSpec(temperature=T, steps=steps, record_every=1, checkpoint_every=steps,
+                                       mode=mode), seed=seed)
+        moved = (r.states[1:] != r.states[:-1]).any(-1)
+        stats[mode] = {"passes_per_step": counted.rows / moved.size, "noop_share": 1 - float(moved.mean()),
+                       "auto_segments": " ".join(f"{m}:{k}" for m, k in r.modes) if r.modes else ""}
+
+    timed, _ = _time_interleaved({m: (lambda m=m: one(m)) for m in METASTABLE_MODES}, min_rounds=rounds,
+                                 max_rounds=rounds)
+    rate = {m: x0.shape[0] * steps / statistics.median(v) for m, v in timed.items()}
+    return [{**meta, "temperature": T, "mode": m, "chain_steps_per_s": rate[m], "speedup": rate[m] / rate["plain"],
+             **dict(zip(("speedup_q25", "speedup_q75"), paired_quartiles(timed["plain"], timed[m]))),
+             "cell_noop_share": stats["plain"]["noop_share"], "rounds": rounds, **stats[m]}
+            for m in METASTABLE_MODES]
+
+
+def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, steps: int = 400, burn: int = 100,
+                    device: str = "cpu", dtype: str = "auto", trap: bool = True, rounds: int = 3,
+                    on_cell=None) -> pd.DataFrame:
+    """chain-steps per second of each engine mode on each (model, n, T), from random states burned
+    in for ``burn`` plain steps at that temperature, and (``trap``) from perfect traps at
+    T = 0.25. ``cell_noop_share`` is the share of plain's steps that changed nothing; ``speedup`` is
+    a mode's median rate over plain's, ``speedup_q25``/``_q75`` the quartiles of the per-round ratios."""
+    from . import models as M
+    from . import vocabulary
+    from .chain import ChainSpec, run
+    from .device import pick_device, pick_dtype
+
+    dev = pick_device(device)
+    dt = pick_dtype(dtype, dev)
+    rows = []
+    for name in models_wanted:
+        lm = M.load(name, device=str(dev), dtype=str(dt).split(".")[-1])
+        scorer = M.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(lm.tokenizer))
+        gen = torch.Generator().manual_seed(SEED)
+        for n in lengths:
+            meta = {"model": name, "device": str(dev), "n": n, "chains": chains, "steps": steps,
+                    "threads": torch.get_num_threads()}
+            x = scorer.vocab.ids[torch.randint(scorer.vocab.size, (chains, n), generator=gen)]
+            for T in temperatures:
+                seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
+                warm = run(scorer, x, ChainSpec(temperature=T, steps=burn, record_every=burn, mode="plain"), seed=seed)
+                rows += _modes_cell(scorer, torch.as_tensor(warm.states[-1]), T, steps, seed + 1,
+                                    {**meta, "start": f"burned in {burn} steps"}, rounds)
+                if on_cell is not None:
+                    on_cell(pd.DataFrame(rows))
+            if trap:
+                x_trap = perfect_trap(scorer, x)
+                rows += _modes_cell(scorer, x_trap, TRAP_TEMPERATURE, steps, SEED, {**meta, "start": "perfect trap"},
+                                    rounds)
+                if on_cell is not None:
+                    on_cell(pd.DataFrame(rows))
+    return pd.DataFrame(rows)
+
+
+def metastable_targets(df: pd.DataFrame) -> pd.DataFrame:
+    """The issue's targets for auto, as ratios to plain in one run (the least cell that each
+    target covers): at least 2x wherever plain's no-op share is at least 0.9, at least 20x on a
+    perfect trap at T = 0.25, never below 0.95x at T = 2."""
+    auto = df[df["mode"] == "auto"]
+    cases = (("x plain where the no-op share >= 0.9 (least cell)", auto[(auto.cell_noop_share >= 0.9)
+                                                                       & (auto.start != "perfect trap")], 2.0),
+             (f"x plain on a perfect trap at T = {TRAP_TEMPERATURE} (least cell)", auto[auto.start == "perfect trap"], 20.0),
+             ("x plain at T = 2 (least cell)", auto[(auto.temperature == 2.0) & (auto.start != "perfect trap")], 0.95))
+    rows = [{"target": label, "measured": float(cells.speedup.min()), "needed": needed, "cells": len(cells),
+             "met": bool(cells.speedup.min() >= needed)} for label, cells, needed in cases if len(cells)]
+    return pd.DataFrame(rows, columns=["target", "measured", "needed", "cells", "met"])
+
+
+def _main_metastable(a, argv) -> int:
+    from .device import pick_device, pick_dtype
+    from .models import ModelUnavailableError, check_available
+    from .results import repo_root
+
+    dev = pick_device(a.device)
+    pick_dtype(a.dtype, dev)
+    models_wanted = a.models
+    if not models_wanted:                    # the default list: the models this machine has
+        models_wanted = []
+        for m in METASTABLE_MODELS:
+            try:
+                check_available([m])
+                models_wanted.append(m)
+            except ModelUnavailableError as exc:
+                print(f"[bench] skipped: {exc}", flush=True)
+    lengths = a.lengths or ([20] if a.quick else [20, 64])
+    temperatures = a.temperatures or ([0.25, 1.0, 2.0] if a.quick else list(METASTABLE_TEMPERATURES))
+    steps = a.steps or (200 if a.quick else 400)
+    if min(lengths) < 1 or steps < 1 or a.chains < 1 or a.rounds < 1 or min(temperatures) <= 0:
+        raise SystemExit("lengths, steps, chains and rounds must be at least 1 and temperatures positive")
+    check_available(models_wanted)
+    out = Path(a.out) if a.out else repo_root() / "results" / "bench" / f"metastable-{dev.type}.csv"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_suffix(".partial.csv")
+    df = metastable_grid(models_wanted, lengths, temperatures, chains=a.chains, steps=steps, device=a.device,
+                         dtype=a.dtype, rounds=a.rounds, on_cell=lambda d: d.to_csv(partial, index=False))
+    _write_table(df, out, a, argv, models_wanted, dev)
+    cols = ["model", "n", "start", "temperature", "mode", "chain_steps_per_s", "speedup", "passes_per_step",
+            "cell_noop_share"]
+    with pd.option_context("display.width", 220, "display.max_columns", 20):
+        print(df[cols].round(3).to_string(index=False))
+        print()
+        print(metastable_targets(df).round(3).to_string(index=False))
     print(f"\nwritten to {out}")
     return 0
 

@@ -71,10 +71,13 @@ from .vocabulary import AllowedVocab
 
 MODES = ("plain", "memo", "jump", "auto")
 ROW_BUDGET = 1 << 23          # scores (rows x |A|) per scorer call in a jump's batched pass
-AUTO_SEGMENT = 64             # steps per memo or plain segment of the auto mode
+AUTO_FIRST = 4                # steps of the auto mode's first (memo) segment, which only looks
+AUTO_SEGMENT = 16             # steps per memo or plain segment of the auto mode
 AUTO_JUMP_MAX = 1 << 20       # longest jump segment of the auto mode (doubles from AUTO_SEGMENT)
-MEMO_ROUNDS = 0.5             # the memo bookkeeping of a step, in rounds of the plain engine
-JUMP_ROUNDS = 2.0             # the fixed work of a jump round, in rounds of the plain engine
+# the fixed work of the modes, in rounds of the plain engine (fitted to the tiny MLM on a CPU:
+# a memo step that needs no model call, one that does, a jump round)
+MEMO_ROUNDS, MEMO_CALL, JUMP_ROUNDS = 0.4, 1.7, 1.0
+HYSTERESIS = 0.9              # auto leaves its current mode for one estimated at most this share of its cost
 TABLE_ROUND_COST = 64.0       # a round's fixed cost in rows for scorers without a model (tables)
 CHAIN_FIELDS = ("lo", "hi", "tot", "leave", "gap")
 
@@ -285,17 +288,19 @@ def summary_cost(scorer: Scorer) -> float:
 class Policy:
     """Which engine mode the next segment of a run (or of a coupling) uses.
 
-    A fixed mode runs as one segment. ``auto`` starts with a memo segment and then, after every
+    A fixed mode runs as one segment. ``auto`` starts with a short memo segment and then, after every
     segment, estimates the cost per unit-step (chain or pair) of each mode from what the segment
     showed, in rows of the scorer plus the fixed cost K of a round (``round_cost``) over the k
     live units, and picks the cheapest. With q_b each unit's observed move rate (for a jump
     segment at least its exact current leave probability) and m free sites:
-    plain r + K/k; memo r rho (1 + c) + (K/k)(1 - exp(-k rho) + MEMO_ROUNDS) with rho the memo's
-    rows per step (observed, or m q / (1 + (m - 1) q), the expected number of distinct sites scored
-    per visit over the expected holding time); jump r m mean(q) (1 + c) + (K/k) JUMP_ROUNDS max(q)
-    (a round per move of the busiest unit); r rows per site (1 for chains, 2 for pairs), c what
-    remembering a row costs (``summary_cost``). The rule only sees counts, never clocks, so a run
-    stays exactly repeatable."""
+    plain r + K/k; memo r rho (1 + c) + (K/k)(MEMO_CALL (1 - exp(-k rho)) + MEMO_ROUNDS) with rho
+    the memo's rows per step (observed, or m q / (1 + (m - 1) q), the expected number of distinct
+    sites scored per visit over the expected holding time); jump r m mean(q) (1 + c) + (K/k)
+    (JUMP_ROUNDS max(q) + 1/L) (a round per move of the busiest unit, one more per segment of L
+    steps); r rows per site (1 for chains, 2 for pairs), c what
+    remembering a row costs (``summary_cost``). It leaves the mode it ran only for one estimated
+    at most HYSTERESIS of its cost. The rule only sees counts, never clocks, so a run stays
+    exactly repeatable."""
 
     mode: str
     m: int
@@ -304,7 +309,7 @@ class Policy:
     row_extra: float = 0.0
     jump_ok: bool = True
     current: str = "memo"
-    length: int = AUTO_SEGMENT
+    length: int = AUTO_FIRST
     history: list = dataclasses.field(default_factory=list)   # (mode, steps) of each auto segment
 
     def next(self) -> tuple[str, int]:
@@ -323,16 +328,18 @@ class Policy:
         if k == 0 or steps == 0:
             return
         q = moves.double() / steps
-        if q_now is not None:
-            q = torch.where(torch.isnan(q_now), q, torch.maximum(q, q_now.double()))
+        if q_now is not None:                 # exact where a unit's current state is fully scored
+            q = torch.where(torch.isnan(q_now), q, q_now.double())
         m, r, K, c = self.m, self.rows_per_site, self.round_cost, self.row_extra
         rho = rows / (r * k * steps) if mode == "memo" else float((m * q / (1 + (m - 1) * q)).mean())
         cost = {"plain": r + K / k,
-                "memo": r * rho * (1 + c) + K / k * (1 - math.exp(-k * rho) + MEMO_ROUNDS)}
+                "memo": r * rho * (1 + c) + K / k * (MEMO_CALL * (1 - math.exp(-k * rho)) + MEMO_ROUNDS)}
         if self.jump_ok:
             cost["jump"] = (r * m * float(q.mean()) * (1 + c)
                             + K / k * (JUMP_ROUNDS * min(1.0, float(q.max())) + 1 / self.length))
         best = min(cost, key=cost.get)
+        if mode in cost and cost[best] > HYSTERESIS * cost[mode]:
+            best = mode                       # not worth a switch: estimates of q are noisy
         if best == "jump" and self.current == "jump":
             self.length = min(2 * self.length, AUTO_JUMP_MAX)
         else:

@@ -13,13 +13,12 @@ serves all live pairs (2 rows each); pairs that have coalesced leave the batch.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .chain import (MODES, ROW_BUDGET, ChainSpec, Policy, SiteCache, _search, draw_from, jump_round, keep_interval,
+from .chain import (ROW_BUDGET, ChainSpec, Policy, SiteCache, _search, draw_from, jump_round, keep_interval,
                     round_cost, summary_cost, validate, without)
 
 PAIR_FIELDS = ("w", "eq", "lo_c", "hi_c", "tot_c", "lo_x", "hi_x", "tot_x", "lo_y", "hi_y", "tot_y", "leave")

@@ -132,3 +132,26 @@ def test_preamble_names_profile_models_commits_dates_and_the_preprint_question(r
     p = findings.preamble(findings.collect(root, PROFILE))
     assert "Models shared with the preprint: `bert-base-uncased`" in p
     assert "None of these models" not in p
+
+
+def test_the_cost_line_reads_this_builds_benchmarks(root):
+    bench_dir = root / "bench"
+    bench_dir.mkdir()
+    # throughput: the engine at 0.85 of the bound at batch 64, twice the shared-site batch at both sizes
+    rows = [(b, v, s, f) for b, v, s, f in [(1, "engine", 2.0, 0.5), (1, "fill_mask_loop", 1.0, 0.25),
+                                            (1, "shared_site_full", 1.0, 0.25), (64, "engine", 10.0, 0.85),
+                                            (64, "fill_mask_loop", 2.0, 0.17), (64, "shared_site_full", 5.0, 0.42)]]
+    pd.DataFrame([{"device": "cpu", "model": "bert-base shape (random weights)", "n": 20, "batch": b, "variant": v,
+                   "chain_steps_per_s": s, "fraction_of_bound": f, "dtype": "float32", "matmul_gflops": 100.0}
+                  for b, v, s, f in rows]).to_csv(bench_dir / "bench-cpu-x.csv", index=False)
+    (bench_dir / "bench-cpu-x.json").write_text(json.dumps({"created": "2026-11-21T09:30:00+00:00"}))
+    # the engine's modes: auto 2.5x where the no-op share is 0.95, 25x on a trap, 0.9x at T = 2
+    pd.DataFrame({"mode": "auto", "start": ["burned in", "perfect trap", "burned in"], "temperature": [0.5, 0.25, 2.0],
+                  "cell_noop_share": [0.95, 1.0, 0.3], "speedup": [2.5, 25.0, 0.9]}).to_csv(
+        bench_dir / "metastable-cpu-x.csv", index=False)
+    line = text(cells(findings.collect(root, PROFILE))["cost"])
+    assert line.startswith("cpu (measured 2026-11-21 09:30 UTC): the engine reached 0.85 of the compute bound")
+    assert "target 0.8: met" in line
+    assert "ahead of the shared-site batch at every batch size: yes (least ratio 2.00, bert-base shape (random weights) at n = 20)" in line
+    assert "Memoizing engine (metastable-cpu-x): 2 of 3 targets met" in line
+    assert "x plain at T = 2 (least cell): 0.90 against 0.95" in line

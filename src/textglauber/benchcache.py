@@ -2,8 +2,9 @@
 speed measured on the machine that built the book.
 
 A profile lists ``bench`` (the default profile: the BERT-base shape and the packaged models at
-n = 20, batch 1 and 64, a few minutes on 2 cores) or ``bench-smoke`` (the BERT-base shape alone,
-one step per timed call) among its ``artifacts``. The build runs ``python -m textglauber.bench``
+n = 20, batch 1 and 64, a few minutes on 2 cores), ``bench-smoke`` (the BERT-base shape alone,
+one step per timed call) or ``bench-metastable`` (the engine's modes on the quick metastable
+grid) among its ``artifacts``. The build runs ``python -m textglauber.bench``
 with the preset's arguments, writing ``results/bench/bench-cpu-<preset>.csv`` and its JSON record,
 and runs it again only when its key changes: the arguments, the library code the benchmark can
 reach, the installed versions and the machine (processor and core count).
@@ -22,6 +23,8 @@ PRESETS = {
     "bench": ["--models", "bert-base", "package:antiberty", "package:rxnfp-bert", "--lengths", "20",
               "--batches", "1", "64"],
     "bench-smoke": ["--models", "bert-base", "--lengths", "20", "--batches", "1", "64", "--steps", "1"],
+    # the memoizing engine's modes on the metastable grid (n = 20, T = 0.25, 1, 2, a perfect trap)
+    "bench-metastable": ["--metastable", "--quick"],
 }
 
 
@@ -49,8 +52,11 @@ def key(preset: str) -> dict:
 
 
 def paths(preset: str, results_root: Path) -> tuple[Path, Path]:
+    """The table (named as the page looks for it: bench-* for throughput, metastable-* for the
+    engine's modes) and the artifact's stamp (a name the page does not read)."""
     folder = Path(results_root) / "bench"
-    return folder / f"bench-cpu-{preset}.csv", folder / f"artifact-{preset}.json"     # (not bench-*: the page reads those)
+    kind = "metastable" if "--metastable" in PRESETS[preset] else "bench"
+    return folder / f"{kind}-cpu-{preset}.csv", folder / f"artifact-{preset}.json"
 
 
 def ensure(preset: str, results_root: str | Path) -> Path:

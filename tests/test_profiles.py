@@ -6,7 +6,8 @@ import yaml
 from textglauber import params as P
 
 SIZE_KEYS = {"n_rectangles", "n_grids", "n_contexts", "top_k", "extra", "drift_states", "trials", "steps", "pairs",
-             "budget", "fixed_t", "chains", "checkpoint_every", "seeds_per_topic", "chains_per_seed", "prefix_chains", "rectangles"}
+             "budget", "fixed_t", "chains", "checkpoint_every", "seeds_per_topic", "chains_per_seed", "prefix_chains", "rectangles",
+             "replicates", "sample_size"}
 
 
 def _strings(value):
@@ -33,7 +34,13 @@ def test_standin_is_paper_with_names_and_counts_only():
         assert set(a) == set(b), ch
         assert spec["notebook"] == standin["chapters"][ch]["notebook"]
         for key in a:
-            if key in raw["sizes"].get(ch, {}):
+            size = raw["sizes"].get(ch, {}).get(key)
+            if isinstance(size, dict):                      # counts inside a mapping; the rest as paper's
+                assert set(size) <= SIZE_KEYS, (ch, key)
+                assert all(b[key][k] <= a[key][k] for k in size), (ch, key)
+                assert {k: v for k, v in b[key].items() if k not in size} == \
+                    {k: v for k, v in a[key].items() if k not in size}, (ch, key)
+            elif size is not None:
                 assert key in SIZE_KEYS, (ch, key)
                 assert b[key] <= a[key], (ch, key)          # scaled down, never up
             else:
@@ -50,6 +57,12 @@ def test_derive_refuses_what_is_not_a_name_or_a_count(tmp_path, monkeypatch):
     bad = {"profile": "x", "derive": "paper", "sizes": {"bounds": {"not_a_parameter": 1}}}
     with pytest.raises(ValueError, match="not parameters"):
         P.derive(base, bad, tmp_path / "x.yaml")
+    nested = P.derive(base, {"derive": "paper", "sizes": {"ground_truth": {"ising_fit": {"replicates": 3}}}},
+                      tmp_path / "x.yaml")["chapters"]["ground_truth"]["parameters"]["ising_fit"]
+    assert nested == {**base["chapters"]["ground_truth"]["parameters"]["ising_fit"], "replicates": 3}
+    assert base["chapters"]["ground_truth"]["parameters"]["ising_fit"]["replicates"] == 100   # base untouched
+    with pytest.raises(ValueError, match="not parameters"):
+        P.derive(base, {"derive": "paper", "sizes": {"ground_truth": {"ising_fit": {"spin": 3}}}}, tmp_path / "x.yaml")
     with pytest.raises(ValueError, match="holds only"):
         P.derive(base, {"derive": "paper", "chapters": {}}, tmp_path / "x.yaml")
     renamed = P._renamed({"a": ["nli:foo", "foo", {"m": "sentence:foo"}, "foobar"]}, {"foo": "L"})

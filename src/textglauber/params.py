@@ -55,12 +55,24 @@ def derive(base: dict, spec: dict, path: Path) -> dict:
     for chapter, sizes in (spec.get("sizes") or {}).items():
         if chapter not in out["chapters"]:
             raise ValueError(f"{path}: sizes for chapter {chapter!r}, which {spec['derive']!r} does not have")
-        prm = out["chapters"][chapter]["parameters"]
-        extra = sorted(set(sizes) - set(prm))
-        if extra:
-            raise ValueError(f"{path}: sizes {extra} are not parameters of chapter {chapter!r} in {spec['derive']!r}")
-        prm.update(sizes)
+        _scale(out["chapters"][chapter]["parameters"], sizes, f"{path}: chapter {chapter!r} in {spec['derive']!r}")
     return out
+
+
+def _scale(prm: dict, sizes: dict, where: str) -> None:
+    """Set the counts in ``sizes`` on ``prm``; a dict of sizes sets counts inside a dict parameter
+    (e.g. ``ising_fit: {replicates: 20}``) and leaves its other entries as the base has them."""
+    extra = sorted(set(sizes) - set(prm))
+    if extra:
+        raise ValueError(f"{where}: sizes {extra} are not parameters")
+    for key, value in sizes.items():
+        if isinstance(value, dict):
+            if not isinstance(prm[key], dict):
+                raise ValueError(f"{where}: sizes give {key!r} entries, but it is not a mapping")
+            prm[key] = dict(prm[key])
+            _scale(prm[key], value, f"{where}, {key}")
+        else:
+            prm[key] = value
 
 
 CHAPTER_KEYS = ("notebook", "parameters", "reads", "reads_files")

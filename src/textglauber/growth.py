@@ -120,7 +120,7 @@ class LawComparison:
     def verdict(self) -> str:
         """The law the medians support, 'none of the three' when the exponent's interval excludes
         [1, 2] (growth slower than n or faster than n^2), or 'cannot tell'."""
-        if self.best is not None and self.outside():
+        if self.outside():             # needs a goodness of fit, so a best law
             return "none of the three"
         return self.best if self.support != "cannot tell" else "cannot tell"
 
@@ -129,9 +129,10 @@ class LawComparison:
         if self.best is None:
             return f"cannot tell: {self.reason}"
         p = f"power-law exponent p = {self.p:.2f} (95% interval {self.p_low:.2f} to {self.p_high:.2f})"
-        if self.outside():
-            return (f"none of the three laws: the {p} lies {'below 1' if self.outside() == 'slower' else 'above 2'}, "
-                    f"so the medians grow {'more slowly than n' if self.outside() == 'slower' else 'faster than n^2'}; "
+        outside = self.outside()
+        if outside:
+            return (f"none of the three laws: the {p} lies {'below 1' if outside == 'slower' else 'above 2'}, "
+                    f"so the medians grow {'more slowly than n' if outside == 'slower' else 'faster than n^2'}; "
                     f"of the three, a {self.best} law misses them least (Δχ² = {self.delta_chi2:.1f} over a "
                     f"{self.runner_up})")
         if self.support == "cannot tell":

@@ -36,7 +36,7 @@ def _edit_cell(path: Path, index: int, **changes) -> None:
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A repository with a package ``fakepkg`` (a imports b; c stands alone; one data file), three
-    chapters (b reads a's results; c reads timings and a data file) and one model and corpus on disk."""
+    chapters (b reads a's results; c reads a data file) and one model and corpus on disk."""
     root = tmp_path / "repo"
     pkg = root / "src" / "fakepkg"
     (pkg / "data").mkdir(parents=True)
@@ -61,7 +61,7 @@ def project(tmp_path, monkeypatch):
             "chapters": {"a": {"notebook": "book/a.ipynb",
                                "parameters": {"n": 3, "mlms": [{"name": str(root / "model"), "corpus": str(root / "corpus.txt")}]}},
                          "b": {"notebook": "book/b.ipynb", "reads": ["a"], "parameters": {"n": 1}},
-                         "c": {"notebook": "book/c.ipynb", "reads_files": ["results/*/timings.json", "notes/*.txt"],
+                         "c": {"notebook": "book/c.ipynb", "reads_files": ["notes/*.txt"],
                                "parameters": {"n": 1}}}}
     (root / "params" / f"{PROFILE}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     for mod in (C, P, build):
@@ -154,10 +154,6 @@ def test_key_changes_with_each_input_and_nothing_else(project, monkeypatch, tmp_
         m = results / PROFILE / "a" / "manifest.json"
         m.write_text(json.dumps({**json.loads(m.read_text()), "parameters": {"n": 4}}))
 
-    def other_timing():
-        """a's entry in timings.json, which c reads"""
-        (results / PROFILE / "timings.json").write_text(json.dumps({"a": {"seconds": 2}, "c": {"seconds": 1}}))
-
     def read_file():
         """a file that c's reads_files names"""
         (root / "notes" / "n.txt").write_text("changed\n")
@@ -168,7 +164,7 @@ def test_key_changes_with_each_input_and_nothing_else(project, monkeypatch, tmp_
 
     for change, moved in ((prose, "a"), (code, "a"), (tag, "b"), (parameter, "a"), (module_imported, "a"),
                           (module_reached, "a"), (module_of_b, "b"), (package_data, "abc"), (model, "a"), (corpus, "a"),
-                          (upstream_table, "b"), (upstream_manifest, "b"), (other_timing, "c"), (read_file, "c"),
+                          (upstream_table, "b"), (upstream_manifest, "b"), (read_file, "c"),
                           (env, "abc")):
         expect(change, *moved)
 
@@ -194,8 +190,8 @@ def test_key_changes_with_each_input_and_nothing_else(project, monkeypatch, tmp_
         m = results / PROFILE / "a" / "manifest.json"
         m.write_text(json.dumps({**json.loads(m.read_text()), "created": "2027-05-05", "git": {"commit": "f00"}}))
 
-    def own_timing():
-        """c's own entry in timings.json (written after c runs)"""
+    def timings():
+        """the chapters' wall times (rewritten after every execution)"""
         (results / PROFILE / "timings.json").write_text(json.dumps({"a": {"seconds": 2}, "c": {"seconds": 99}}))
 
     def stamps_and_site():
@@ -203,7 +199,7 @@ def test_key_changes_with_each_input_and_nothing_else(project, monkeypatch, tmp_
         C.stamps_dir(root / "_build" / PROFILE).mkdir(parents=True)
         C.stamp_path(root / "_build" / PROFILE, "a").write_text("{}")
 
-    for change in (touch, unrelated_module, outputs_in_source, volatile_manifest, own_timing, stamps_and_site):
+    for change in (touch, unrelated_module, outputs_in_source, volatile_manifest, timings, stamps_and_site):
         expect(change)
     # the results folder is not an input: the same results elsewhere give the same keys
     moved = tmp_path / "elsewhere"
@@ -255,8 +251,8 @@ class FakePapermill:
 
 @pytest.fixture
 def builder(project, tmp_path, monkeypatch):
-    """Runs the build loop on the fake project. Every execution records a new wall time, so c,
-    which reads timings.json as the cost appendix does, runs again after any other chapter ran."""
+    """Runs the build loop on the fake project. Every execution records a new wall time, which no
+    chapter reads."""
     results = tmp_path / "results"
     fake = FakePapermill(results)
     monkeypatch.setattr(papermill, "execute_notebook", fake)
@@ -282,17 +278,20 @@ def test_unchanged_chapters_are_skipped_and_say_why(project, builder, capsys):
     for ch in "abc":
         assert f"skipped {ch}: inputs unchanged" in out
     _edit_cell(project / "book" / "b.ipynb", 0, source="# B\n\nnew prose")       # prose of one chapter
-    assert builder() == ["b", "c"]              # (c reads timings.json, where b's wall time changed)
+    assert builder() == ["b"]                   # only the chapter whose prose changed
     out = capsys.readouterr().out
     assert "b runs: its inputs changed: notebook" in out and "skipped a: inputs unchanged" in out
-    assert "c runs: its inputs changed: files (results/t/timings.json)" in out
+    assert "skipped c: inputs unchanged" in out
     _edit_cell(project / "book" / "a.ipynb", 0, source="# A\n\nnew prose")       # same results: b stays
-    assert builder() == ["a", "c"]
+    assert builder() == ["a"]
     _set_param(project, "a", "n", 5)             # new results of a: b runs again, after a
-    assert builder() == ["a", "b", "c"]
+    assert builder() == ["a", "b"]
     assert "b runs: its inputs changed: reads (a)" in capsys.readouterr().out
+    (project / "notes" / "n.txt").write_text("changed\n")              # a file c reads
+    assert builder() == ["c"]
+    assert "c runs: its inputs changed: files (notes/n.txt)" in capsys.readouterr().out
     (builder.results / PROFILE / "b" / "table.parquet").unlink()
-    assert builder() == ["b", "c"]
+    assert builder() == ["b"]
     assert "result files are missing or changed (table.parquet)" in capsys.readouterr().out
     C.executed_notebook(builder.staged, "c").unlink()
     assert builder() == ["c"]
@@ -320,7 +319,7 @@ def test_a_chapter_killed_midway_is_never_taken_for_complete(project, builder):
     source = nbformat.read(project / "book" / "b.ipynb", as_version=4)
     assert nbformat.read(builder.staged / "book" / "b.ipynb", as_version=4) == source   # not the partial one
     builder.fake.kill = None
-    assert builder() == ["b", "c"]               # a is complete and skipped
+    assert builder() == ["b", "c"]               # a is complete and skipped (c never ran)
     assert (builder.results / PROFILE / "b" / "table.parquet").read_text().startswith("n=1 n=3")
 
     before = (builder.staged / "book" / "a.ipynb").read_bytes()
@@ -333,7 +332,7 @@ def test_a_chapter_killed_midway_is_never_taken_for_complete(project, builder):
     with pytest.raises(SystemExit, match="reads the results of a, which are not complete"):
         builder(["b"], forced="named with --chapter")           # b will not read a's half results
     builder.fake.kill = None
-    assert builder() == ["a", "c"]               # a's results came out as b read them: b is skipped
+    assert builder() == ["a"]                    # a's results came out as b read them: b is skipped
     assert C.status(C.stamp_path(builder.staged, "a"), C.chapter_inputs(spec, PROFILE, "a", builder.results),
                     C.executed_notebook(builder.staged, "a"), builder.results / PROFILE / "a")[0]
 

@@ -155,3 +155,16 @@ def test_the_cost_line_reads_this_builds_benchmarks(root):
     assert "ahead of the shared-site batch at every batch size: yes (least ratio 2.00, bert-base shape (random weights) at n = 20)" in line
     assert "Memoizing engine (metastable-cpu-x): 2 of 3 targets met" in line
     assert "x plain at T = 2 (least cell): 0.90 against 0.95" in line
+
+
+def test_chapter_times_lists_every_profiles_last_executions(tmp_path):
+    r = tmp_path / "results"
+    for profile, entries in {"smoke": {"traps": 90.0, "bounds": 30.0}, "offline": {"bounds": 600.0}}.items():
+        (r / profile).mkdir(parents=True)
+        (r / profile / "timings.json").write_text(json.dumps(
+            {ch: {"seconds": s, "machine": "x86_64, 2 cores", "when": "2026-11-23 01:00"} for ch, s in entries.items()}))
+    (r / "bench").mkdir()                          # a folder without timings is no profile
+    t = findings.chapter_times(r)
+    assert list(zip(t.profile, t.chapter, t.minutes)) == [("offline", "bounds", 10.0), ("smoke", "bounds", 0.5),
+                                                          ("smoke", "traps", 1.5)]
+    assert findings.chapter_times(tmp_path / "none").empty

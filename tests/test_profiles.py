@@ -107,6 +107,12 @@ def test_reads_refuse_cycles_unknown_chapters_and_unknown_keys(tmp_path):
             P._check_chapters({"chapters": {"a": bad, "b": {"notebook": nb}}}, tmp_path / "x.yaml")
     with pytest.raises(ValueError, match="unknown keys"):
         P._check_chapters({"chapters": {"a": {"notebook": nb, "read": ["b"]}}}, tmp_path / "x.yaml")
+    for pattern in ("results/*/timings.json", "results/p/*.json", "results/*"):     # wall times change every run
+        with pytest.raises(ValueError, match="wall times"):
+            P._check_chapters({"profile": "p", "chapters": {"a": {"notebook": nb, "reads_files": [pattern]}}},
+                              tmp_path / "x.yaml")
+    P._check_chapters({"profile": "p", "chapters": {"a": {"notebook": nb, "reads_files": ["results/bench/*"]}}},
+                      tmp_path / "x.yaml")
     ok = {"chapters": {"b": {"notebook": nb, "reads": ["a"]}, "a": {"notebook": nb}, "c": {"notebook": nb}}}
     P._check_chapters(ok, tmp_path / "x.yaml")
     assert P.build_order(ok, ["c", "b", "a"]) == ["a", "b", "c"]

@@ -21,8 +21,8 @@ re-execution can say which input changed):
 - ``reads``: the result files of the chapters it ``reads`` (see :mod:`textglauber.params`), their
   manifests without the time-stamped fields (``created``, ``git``, ``versions``), so that a
   re-executed chapter whose tables come out the same does not re-execute its readers;
-- ``files``: the files named by ``reads_files``; in a profile's ``timings.json`` the reading
-  chapter's own entry is left out (it is written after the chapter runs);
+- ``files``: the files named by ``reads_files`` (never a profile's ``timings.json``, which the
+  build rewrites after every execution: :mod:`textglauber.params` refuses such a pattern);
 - ``environment``: Python's version and those of the packages that compute or render the numbers.
 
 Nothing else enters it: not modification times, not the build or results folder, not the time,
@@ -315,18 +315,11 @@ def results_digests(folder: Path) -> dict[str, str]:
 def files_read(patterns: list[str], results_root: Path, profile: str, chapter: str) -> dict[str, str]:
     """{label: SHA-256} of the files a chapter's ``reads_files`` patterns match now."""
     out = {}
-    own_timings = (Path(results_root) / profile / "timings.json").resolve()
     for pattern in patterns:
         base, rel = (Path(results_root), pattern[len("results/"):]) if pattern.startswith("results/") else (repo_root(), pattern)
         for f in sorted(base.glob(rel)):
-            if not f.is_file():
-                continue
-            label = f"{'results/' if base != repo_root() else ''}{f.relative_to(base).as_posix()}"
-            if f.resolve() == own_timings:
-                data = json.loads(f.read_text())
-                out[label] = digest({k: v for k, v in data.items() if k != chapter})
-            else:
-                out[label] = file_digest(f)
+            if f.is_file():
+                out[f"{'results/' if base != repo_root() else ''}{f.relative_to(base).as_posix()}"] = file_digest(f)
     return out
 
 

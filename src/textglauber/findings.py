@@ -4,6 +4,7 @@ preprint's reported figures, read from the build's results folder.
     f = findings.collect("results", "offline")
     findings.preamble(f)      # profile, models, commits, dates (Markdown)
     findings.show(f)          # the table: one row per chapter, linked to its page
+    findings.chapter_times("results")   # wall time of every chapter's last execution, all profiles
 
 Every sentence is computed from the results that exist; a chapter that has not run says so.
 Model names are given as the chapters give them, and the preamble says whether any model is one
@@ -356,3 +357,18 @@ def show(f: Findings):
 
     df = frame(f)
     return tables.show(df, markup=set(df.columns), names=())
+
+
+def chapter_times(results_root: str | Path) -> pd.DataFrame:
+    """Wall time of each chapter's last execution, for every profile run into ``results_root``
+    (``<profile>/timings.json``, written by the build after each chapter).
+
+    It is shown here, on the page that is computed on every build, and not in the cost appendix:
+    a chapter that read the timings would have to run again whenever any other chapter ran.
+    """
+    rows = []
+    for path in sorted(Path(results_root).glob("*/timings.json")):
+        for chapter, v in sorted(json.loads(path.read_text()).items()):
+            rows.append({"profile": path.parent.name, "chapter": chapter, "minutes": v["seconds"] / 60,
+                         "machine": v.get("machine", ""), "when (UTC)": v.get("when", "")})
+    return pd.DataFrame(rows, columns=["profile", "chapter", "minutes", "machine", "when (UTC)"])

@@ -8,6 +8,7 @@ the repository root). The chapters' reads form no cycle.
 """
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 
 import yaml
@@ -94,6 +95,11 @@ def _check_chapters(spec: dict, path: Path) -> None:
         files = ch.setdefault("reads_files", [])
         if not isinstance(files, list) or not all(isinstance(f, str) and f for f in files):
             raise ValueError(f"{path}: chapter {name!r}: 'reads_files' is a list of path patterns")
+        timing = [f for f in files if fnmatch.fnmatch(f"results/{spec.get('profile', 'p')}/timings.json", f)]
+        if timing:
+            raise ValueError(f"{path}: chapter {name!r} reads {timing}, which match the chapters' wall times "
+                             "(results/<profile>/timings.json); the build rewrites them after every execution, "
+                             "so such a chapter would run again whenever any other ran (the findings page shows them)")
     build_order(spec, list(chapters))          # raises on a cycle
 
 

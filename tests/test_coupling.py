@@ -168,3 +168,24 @@ def test_couple_never_touches_a_frozen_prefix(table):
     assert frozen.censored.all()
     free = coupling.couple(table, s[xi], s[yi], 1.0, 200, g)
     assert (~free.censored).mean() > 0.9
+
+
+def test_budget_comparison_reads_both_budgets_from_one_run():
+    """Six pairs at n = 4 and two at n = 8, run to a budget of 100, against a reference of 10:
+    the shares and plain costs worked out by hand."""
+    import pandas as pd
+
+    df = pd.DataFrame({"n": [4] * 6 + [8] * 2, "tau": [3, 12, 50, np.nan, 10, 0, 99, np.nan],
+                       "censored": [False, False, False, True, False, False, False, True],
+                       "run_rows": [500] * 6 + [300] * 2})
+    t = coupling.budget_comparison(df, 10, 100).set_index("n")
+    # n = 4: beyond 10 steps are 12, 50 and the censored pair: 3 of 6; beyond 100 only the censored one
+    assert t.loc[4, "censored at 10"] == pytest.approx(3 / 6) and t.loc[4, "censored at 100"] == pytest.approx(1 / 6)
+    assert t.loc[4, "plain rows at 10"] == 2 * (3 + 10 + 10 + 10 + 10 + 0)
+    assert t.loc[4, "plain rows at 100"] == 2 * (3 + 12 + 50 + 100 + 10 + 0)
+    assert t.loc[8, "censored at 10"] == 1.0 and t.loc[8, "plain rows at 100"] == 2 * (99 + 100)
+    assert t.loc["all", "engine rows at 100"] == 800 and t.loc["all", "pairs"] == 8
+    assert t.loc["all", "censored at 10"] == pytest.approx(5 / 8)
+    assert t.loc[4, "engine / plain at reference"] == pytest.approx(500 / 86)
+    with pytest.raises(ValueError, match="reference budget"):
+        coupling.budget_comparison(df, 200, 100)

@@ -201,6 +201,13 @@ def test_coupled_memo_gives_the_plain_coalescence_times_bit_for_bit(table):
         r = {m: coupling.couple(counted[m], x, y, T, 300, torch.Generator().manual_seed(5), mode=m) for m in counted}
         assert np.array_equal(r["plain"].tau, r["memo"].tau, equal_nan=True)
         assert counted["memo"].rows < counted["plain"].rows
+        # the run reports the rows it scored, and the plain engine's cost follows from the times alone
+        assert [r[m].rows for m in counted] == [counted[m].rows for m in counted]
+        assert coupling.plain_rows(r["plain"].tau, r["plain"].censored, 300) == counted["plain"].rows
+        # ... also for a shorter budget, from the longer run's times
+        short = coupling.couple(RowCounter(table), x, y, T, 20, torch.Generator().manual_seed(5), mode="plain")
+        assert coupling.plain_rows(r["plain"].tau, r["plain"].censored, 20) == short.rows
+        assert np.array_equal(short.censored, ~(r["plain"].tau <= 20))
 
 
 # ---------------------------------------------------------------- the law at a fixed step

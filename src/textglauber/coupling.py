@@ -120,6 +120,7 @@ class CouplingRun:
     temperature: np.ndarray  # (P,)
     budget: int
     modes: list | None = None    # the auto mode's segments, [mode, steps] each
+    rows: int = 0            # encoder rows scored (plain: 2 per live pair per step)
 
 
 def _noop_from_cache(cache: SiteCache, pairs: torch.Tensor, sites: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -240,7 +241,7 @@ def couple(scorer, x0: torch.Tensor, y0: torch.Tensor, temperatures, budget: int
     max_rows = max_rows or max(2, ROW_BUDGET // scorer.vocab.size)
     policy = Policy(mode=mode, m=n - prefix_len, rows_per_site=2, round_cost=round_cost(scorer, n),
                     row_extra=summary_cost(scorer))
-    t = 0
+    t, spent = 0, 0
     while t < budget and st.live.any():
         md, length = policy.next()
         end = min(budget, t + length)
@@ -259,17 +260,18 @@ def couple(scorer, x0: torch.Tensor, y0: torch.Tensor, temperatures, budget: int
                 rows, ran = rows + r, ran + 1
             end = t + ran
         policy.observe(md, end - t, moves[units], rows, q_now)
-        t = end
+        t, spent = end, spent + rows
     censored = np.isnan(st.tau)
     return CouplingRun(tau=st.tau, censored=censored, temperature=temps.numpy(), budget=budget,
-                       modes=policy.history if mode == "auto" else None)
+                       modes=policy.history if mode == "auto" else None, rows=int(spent))
 
 
 def grid_experiment(scorer, passages_for, lengths, temperatures, *, pairs: int, budget: int,
-                    gen: torch.Generator):
+                    gen: torch.Generator, mode: str = "auto"):
     """Coupling times over a (T, n) grid: for each n one batched run serves every temperature.
 
-    Each pair starts from two different seed windows. Returns one row per pair."""
+    Each pair starts from two different seed windows. Returns one row per pair; ``run_rows`` is
+    the encoder rows its length's batched run scored (the same on every row of that length)."""
     import pandas as pd
 
     rows = []
@@ -277,11 +279,47 @@ def grid_experiment(scorer, passages_for, lengths, temperatures, *, pairs: int, 
     for n in lengths:
         starts = passages_for(n, 2 * pairs * len(temperatures))
         x0, y0 = starts[0::2], starts[1::2]
-        r = couple(scorer, x0, y0, temps, budget, gen)
+        r = couple(scorer, x0, y0, temps, budget, gen, mode=mode)
         for p in range(len(temps)):
             rows.append({"n": n, "temperature": float(temps[p]), "pair": p, "tau": r.tau[p],
-                         "censored": bool(r.censored[p])})
+                         "censored": bool(r.censored[p]), "run_rows": r.rows})
     return pd.DataFrame(rows)
+
+
+def plain_rows(tau, censored, budget: int) -> int:
+    """Encoder rows the plain engine scores for these pairs run to ``budget`` steps: both members of
+    a pair at every step until it coalesces, so 2 * sum(min(tau, budget)), a censored pair counting
+    the whole budget. (A pair whose coupling time is beyond ``budget`` costs the budget whatever its
+    time, so coupling times from a longer run give the plain cost of a shorter budget exactly.)"""
+    tau, censored = np.asarray(tau, float), np.asarray(censored, bool)
+    steps = np.where(censored | ~(tau <= budget), budget, np.minimum(tau, budget))
+    return int(2 * steps.sum())
+
+
+def budget_comparison(pair_times, reference_budget: int, budget: int):
+    """Per length and in all: what raising the coupling budget from ``reference_budget`` to
+    ``budget`` bought and cost.
+
+    The censored share at the reference budget is read from the same pairs (a pair is censored at
+    a budget exactly when its coupling time exceeds it, and the first ``reference_budget`` steps
+    of a longer run are a run with the shorter budget). Costs are encoder rows: the plain engine's
+    at both budgets (:func:`plain_rows`, exact from the coupling times) and the rows the run's own
+    engine scored (``run_rows``, measured)."""
+    import pandas as pd
+
+    if not 0 < reference_budget <= budget:
+        raise ValueError(f"the reference budget must lie in (0, budget={budget}]; got {reference_budget}")
+    out = []
+    for n, g in list(pair_times.groupby("n")) + [("all", pair_times)]:
+        late = g.censored.to_numpy() | ~(g.tau.to_numpy() <= reference_budget)
+        engine = int(g.groupby("n").run_rows.first().sum())
+        plain_ref = plain_rows(g.tau, g.censored, reference_budget)
+        out.append({"n": n, "pairs": len(g), f"censored at {reference_budget}": float(late.mean()),
+                    f"censored at {budget}": float(g.censored.mean()),
+                    f"plain rows at {reference_budget}": plain_ref,
+                    f"plain rows at {budget}": plain_rows(g.tau, g.censored, budget),
+                    f"engine rows at {budget}": engine, "engine / plain at reference": engine / plain_ref})
+    return pd.DataFrame(out)
 
 
 def fast_threshold(cells) -> list[tuple[int, float]]:

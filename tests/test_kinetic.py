@@ -9,7 +9,7 @@ import pytest
 import scipy.stats as st
 import torch
 
-from textglauber import chain, coupling, exact, models, vocabulary
+from textglauber import chain, coupling, exact, models, stats, vocabulary
 from textglauber.chain import ChainSpec
 
 ALPHA = 1e-3
@@ -287,6 +287,122 @@ def test_holding_time_in_a_deep_trap(basins):
     assert geometric_pvalue(first, stay) > ALPHA
     assert geometric_pvalue(first, stay ** 1.5) < ALPHA            # a holding law a third shorter is told apart
     assert counted.rows < 300 * steps / 100                       # plain would score 300 rows a step
+
+
+# ---------------------------------------------------------------- first changes: holds of millions of steps
+def test_first_changes_are_the_first_moves_of_a_jump_run(table):
+    """Same seed: first_changes gives each chain's first step of change in run(mode='jump'), read
+    from ``sites`` (step t is entry t - 1, the first one >= 0), the same site changed, the same
+    censored chains, and m rows per chain."""
+    ex, P = kernel(table, 3, 0.5)
+    x = int(np.argmin(np.abs(np.diag(P) - 0.8)))                 # mean hold ~5 steps: some pass 12
+    start = torch.as_tensor(ex.states[x]).repeat(300, 1)
+    spec = ChainSpec(temperature=0.5, steps=12, record_every=12, checkpoint_every=12, mode="jump")
+    r = chain.run(table, start, spec, seed=7)
+    moved = r.sites >= 0
+    first = np.where(moved.any(0), moved.argmax(0) + 1, 0)
+    counted = RowCounter(table)
+    fc = chain.first_changes(counted, start, spec, seed=7)
+    assert 0 < fc.censored.sum() < 300
+    assert np.array_equal(fc.steps, first) and np.array_equal(fc.censored, ~moved.any(0))
+    changed = fc.states != ex.states[x]
+    assert (changed.sum(1) == np.where(fc.censored, 0, 1)).all()
+    left = ~fc.censored
+    assert np.array_equal(changed[left].argmax(1), r.sites[first[left] - 1, np.flatnonzero(left)])
+    assert fc.rows == counted.rows == 300 * 3
+
+
+@pytest.fixture(scope="module")
+def smoke_traps(tiny_mlm):
+    """The smoke profile's second restricted chain of chapter 6: the tiny MLM on {ran, river, field}, n = 4."""
+    v = vocabulary.allowed_vocabulary(tiny_mlm.tokenizer, tokens=["ran", "river", "field"])
+    return exact.TabulatedScorer(models.MaskedLMScorer(tiny_mlm, v), 4)
+
+
+def _deep_holds(table, T, chains=2000, budget_means=8, seed=11):
+    """First changes of chains started in the deepest trap at T, over budget_means exact mean holds."""
+    P = exact.glauber_kernel(table, 4, T).kernel
+    x = int(exact.deepest_traps(P, 1)[0])
+    q = exact.leave_probabilities(P)[x]
+    steps = int(budget_means / q)
+    counted = RowCounter(table)
+    fc = chain.first_changes(counted, torch.as_tensor(table.chain.states[x]).repeat(chains, 1),
+                             ChainSpec(temperature=T, steps=steps), seed=seed)
+    return fc, q, steps, counted.rows
+
+
+def _mean_z(fc, steps, q) -> float:
+    """The censored-geometric mean estimate against 1/q, in standard errors of the geometric law."""
+    mean, _, _ = stats.geometric_mean_ci(np.where(fc.censored, steps, fc.steps), fc.censored)
+    return abs(mean - 1 / q) / np.sqrt((1 - q) / q**2 / len(fc.steps))
+
+
+def test_holding_times_in_the_deepest_trap_follow_the_exact_geometric_law(smoke_traps):
+    """The tiny MLM on {ran, river, field}, n = 4, T = 0.05: the deepest trap (exact mean hold about
+    1.9 million steps, 1 / (1 - P(x, x)) from exact.py) starts 2,000 jump chains with a budget of
+    eight mean holds. Their first-change steps against the geometric law with that leave
+    probability (chi-square on its deciles), and their mean within 3.3 geometric standard errors;
+    billions of chain-steps for 4 rows a chain."""
+    fc, q, steps, rows = _deep_holds(smoke_traps, 0.05)
+    assert 1 / q > 1e6
+    assert geometric_pvalue(np.where(fc.censored, np.inf, fc.steps), 1 - q) > ALPHA
+    assert _mean_z(fc, steps, q) < st.norm.isf(ALPHA / 2)
+    assert rows == 2000 * 4
+    assert np.where(fc.censored, steps, fc.steps).sum() > 1e9
+
+
+def test_holding_time_check_tells_apart_a_wrong_exact_value(smoke_traps, small_scorer):
+    """The same holds against two wrong exact values, both rejected by both checks: the same
+    trap's law at T = 0.0505 (one percent off: a mean hold about 13% shorter), and the deepest
+    trap of the smoke profile's other restricted chain ({the, dog, ran}, n = 4) at T = 0.05."""
+    fc, q, steps, _ = _deep_holds(smoke_traps, 0.05)
+    held = np.where(fc.censored, np.inf, fc.steps)
+    wrong = {}
+    for name, scorer, T in (("T off by 1%", smoke_traps, 0.0505), ("other chain", small_scorer, 0.05)):
+        P = exact.glauber_kernel(scorer, 4, T).kernel
+        wrong[name] = exact.leave_probabilities(P)[exact.deepest_traps(P, 1)[0]]
+    assert 1.1 < wrong["T off by 1%"] / q < 1.2
+    for name, q_wrong in wrong.items():
+        assert geometric_pvalue(held, 1 - q_wrong) < ALPHA, name
+        assert _mean_z(fc, steps, q_wrong) > st.norm.isf(ALPHA / 2), name
+
+
+def test_geometric_mean_interval_covers_at_its_level_with_and_without_censoring():
+    """stats.geometric_mean_ci on numpy's geometric draws of known q: over 2,000 samples of 200 its
+    95% interval covers 1/q in a share within 0.95 +- 0.015 (4 binomial standard errors), both
+    uncensored (q = 0.2) and with a budget of one mean hold (q = 1e-5, about 37% censored); nothing
+    left gives an infinite estimate with a finite lower end."""
+    rng = np.random.default_rng(0)
+    for q, budget in ((0.2, 10**9), (1e-5, 10**5)):
+        cover = 0
+        for _ in range(2000):
+            h = rng.geometric(q, 200)
+            _, lo, hi = stats.geometric_mean_ci(np.minimum(h, budget), h > budget)
+            cover += lo <= 1 / q <= hi
+        assert abs(cover / 2000 - 0.95) < 0.015, (q, cover)
+    mean, lo, hi = stats.geometric_mean_ci(np.full(50, 1000), np.ones(50, bool))
+    assert mean == hi == np.inf and 1000 < lo < np.inf
+
+
+def test_holding_check_sorts_the_deepest_traps_and_counts_what_it_spent(smoke_traps):
+    """exact.holding_check on the smoke chain at T = 0.1: the traps come deepest first with the
+    exact mean hold 1 / (1 - P(x, x)) of exact.exit_time, every exact mean inside its 99.9%
+    interval, the censored count and the chain-steps consistent with the budget, m rows per chain."""
+    T, chains, budget = 0.1, 300, 5000
+    P = exact.glauber_kernel(smoke_traps, 4, T).kernel
+    df = exact.holding_check(smoke_traps, T, traps=3, chains=chains, steps=budget,
+                             gen=torch.Generator().manual_seed(0), level=0.999)
+    stay = np.diag(P)
+    assert list(df["state index"]) == list(np.argsort(-stay, kind="stable")[:3])
+    for x, m in zip(df["state index"], df["exact mean holding time"]):
+        members = np.zeros(len(P), bool)
+        members[x] = True
+        assert m == pytest.approx(exact.exit_time(P, members)[0], rel=1e-9)
+    assert df["exact inside CI"].all()
+    assert (df["jumps"] + df["censored"] == chains).all() and (df["rows scored"] == chains * 4).all()
+    assert (df["steps simulated"] >= df["jumps"] + df["censored"] * budget).all()
+    assert (df["steps simulated"] <= chains * budget).all()
+    assert df["censored"].iloc[0] > 0 and df["censored"].iloc[1:].eq(0).all()   # mean ~2,750 against 5,000
 
 
 # ---------------------------------------------------------------- long-run frequencies

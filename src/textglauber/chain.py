@@ -487,10 +487,11 @@ def memo_step(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: torch.
 
 
 def jump_segment(scorer: Scorer, states: torch.Tensor, cache: SiteCache, spec: ChainSpec, gen: torch.Generator,
-                 t0: int, t1: int, max_rows: int | None = None):
+                 t0: int, t1: int, max_rows: int | None = None, rounds: int | None = None):
     """Every chain from its state at step t0 to its state at step t1, by jumps on its own clock
     (``states`` in place). Returns the moves, a dict of arrays time, chain, site, token in the
-    order drawn, and the rows scored."""
+    order drawn, and the rows scored. With ``rounds``, it stops after that many rounds of jumps:
+    ``rounds=1`` gives each chain's first move up to t1 and nothing after it."""
     b, n = states.shape
     free = torch.arange(spec.prefix_len, n)
     T = spec.temperature
@@ -510,7 +511,7 @@ def jump_segment(scorer: Scorer, states: torch.Tensor, cache: SiteCache, spec: C
 
     clock = torch.full((b,), float(t0), dtype=torch.float64)
     events, rows = [], 0
-    while True:
+    while rounds is None or len(events) < rounds:
         act = (clock < t1).nonzero().flatten()
         if len(act) == 0:
             break
@@ -526,6 +527,39 @@ def jump_segment(scorer: Scorer, states: torch.Tensor, cache: SiteCache, spec: C
         events.append(torch.stack([t_next.long(), chains, site, ids[tok]]))
     ev = torch.cat(events, 1).numpy() if events else np.zeros((4, 0), np.int64)
     return dict(zip(("time", "chain", "site", "token"), ev)), rows
+
+
+@dataclass
+class FirstChanges:
+    """Each chain's first change of state (:func:`first_changes`)."""
+
+    steps: np.ndarray            # (B,) the step at which chain b first changed; 0 where censored
+    censored: np.ndarray         # (B,) bool: no change within the budget
+    states: np.ndarray           # (B, n) the state each chain moved to (its start where censored)
+    rows: int                    # rows scored (one masked sequence each)
+
+
+def first_changes(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *,
+                  max_rows: int | None = None) -> FirstChanges:
+    """The step at which each chain first leaves its start, within ``spec.steps`` steps, by the jump
+    engine: each chain's free sites are scored once (batched passes), its holding time is drawn
+    from the geometric law with its leave probability, and its move is drawn where that time is
+    within the budget. A hold of millions of steps costs m rows, where the plain engine scores a
+    row per step; a chain whose holding time exceeds the budget is censored.
+
+    The mode in ``spec`` is not read (this is the jump engine). Same seed: the first moves of
+    ``run(scorer, init, spec, seed)`` in mode ``jump`` with ``checkpoint_every >= spec.steps``,
+    whose ``sites[t - 1, b]`` is the first entry >= 0 of chain b at t = its first step of change."""
+    init = torch.as_tensor(init, dtype=torch.long)
+    spec = dataclasses.replace(spec, mode="jump")
+    validate(scorer, init, spec)
+    gen = torch.Generator().manual_seed(int(seed))
+    states = init.clone()
+    cache = SiteCache(*states.shape, CHAIN_FIELDS)
+    ev, rows = jump_segment(scorer, states, cache, spec, gen, 0, spec.steps, max_rows, rounds=1)
+    at = np.zeros(len(states), np.int64)
+    at[ev["chain"]] = ev["time"]
+    return FirstChanges(steps=at, censored=at == 0, states=states.numpy(), rows=int(rows))
 
 
 class _Recorder:

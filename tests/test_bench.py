@@ -1,6 +1,8 @@
 """The benchmark command runs end to end and its table says what the issue asks for (no timing
 assertions: speed lives in the benchmark's own output, not in tests)."""
 import pandas as pd
+import pytest
+import torch
 
 from textglauber import bench
 
@@ -210,3 +212,29 @@ def test_perfect_trap_is_an_argmax_fixed_point(small_scorer):
     trap = bench.perfect_trap(small_scorer, x)
     assert (margins.score_gaps(small_scorer, trap) >= 0).all()
     assert torch.equal(bench.perfect_trap(small_scorer, trap), trap)
+
+
+class _Cycling:
+    """Two sites, tokens {0, 1, 2}, incompatible conditionals: site 0's argmax copies site 1; site
+    1's is the other of {0, 1} when site 0 holds 0 or 1, and 2 when it holds 2. The only fixed point
+    is (2, 2); ascent from a start with no 2 cycles (0,0) -> (0,1) -> (1,1) -> (1,0) -> (0,0) ..."""
+
+    def __init__(self):
+        from textglauber.vocabulary import AllowedVocab
+
+        self.vocab = AllowedVocab(torch.tensor([0, 1, 2]), ("a", "b", "c"), 3)
+        self.max_length = 2
+
+    def scores(self, states, sites):
+        out = torch.zeros(len(states), 3)
+        for r, (x, i) in enumerate(zip(states.tolist(), sites.tolist())):
+            out[r, x[1] if i == 0 else (2 if x[0] == 2 else 1 - x[0])] = 1.0
+        return out
+
+
+def test_perfect_trap_keeps_the_starts_that_converge_and_fails_only_when_none_do():
+    cyc = _Cycling()
+    fixed = bench.perfect_trap(cyc, torch.tensor([[0, 0], [2, 2], [0, 2], [1, 0]]), sweeps=20)
+    assert fixed.tolist() == [[2, 2], [2, 2]]          # (0, 2) -> (2, 2); (0, 0) and (1, 0) cycle
+    with pytest.raises(RuntimeError, match="no start reached"):
+        bench.perfect_trap(cyc, torch.tensor([[0, 0], [1, 0]]), sweeps=20)

@@ -454,19 +454,33 @@ class RowCount:
 
 
 def perfect_trap(scorer, states: torch.Tensor, sweeps: int = 50) -> torch.Tensor:
-    """Coordinate ascent from each state (every site set to its argmax in turn) until no site
-    changes: a state whose every site is its own conditional's argmax, a perfect trap."""
+    """Coordinate ascent from each state (every site in turn set to its conditional's argmax,
+    kept where the current token ties with it) until no site changes: states whose every site is
+    its own conditional's argmax, perfect traps.
+
+    A masked LM's conditionals need not be those of one joint law, so the ascent can cycle from
+    some starts. Returns the fixed points of the starts that reached one within ``sweeps`` sweeps,
+    in their order; raises only if none did."""
     x = torch.as_tensor(states, dtype=torch.long).clone()
+    index_of = scorer.vocab.index_of
     ids = scorer.vocab.ids
+    done = torch.zeros(len(x), dtype=torch.bool)
     for _ in range(sweeps):
-        changed = False
+        changed = torch.zeros(len(x), dtype=torch.bool)
+        live = (~done).nonzero().flatten()
         for i in range(x.shape[1]):
-            best = ids[scorer.scores(x, torch.full((len(x),), i)).argmax(-1).cpu()]
-            changed |= bool((best != x[:, i]).any())
-            x[:, i] = best
-        if not changed:
-            return x
-    raise RuntimeError(f"no argmax fixed point within {sweeps} sweeps")
+            s = scorer.scores(x[live], torch.full((len(live),), i)).cpu()
+            best = s.argmax(-1)
+            here = index_of(x[live, i])
+            better = s.gather(1, best[:, None])[:, 0] > s.gather(1, here[:, None])[:, 0]
+            x[live[better], i] = ids[best[better]]
+            changed[live[better]] = True
+        done |= ~changed
+        if done.all():
+            break
+    if not done.any():
+        raise RuntimeError(f"no start reached an argmax fixed point within {sweeps} sweeps")
+    return x[done]
 
 
 def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta: dict, rounds: int) -> list[dict]:
@@ -524,7 +538,8 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
                 if on_cell is not None:
                     on_cell(pd.DataFrame(rows))
             if trap:
-                x_trap = perfect_trap(scorer, x)
+                x_trap = perfect_trap(scorer, x)            # the starts that reached one, repeated to fill
+                x_trap = x_trap[torch.arange(chains) % len(x_trap)]
                 rows += _modes_cell(scorer, x_trap, TRAP_TEMPERATURE, steps, SEED, {**meta, "start": "perfect trap"},
                                     rounds)
                 if on_cell is not None:

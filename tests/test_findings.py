@@ -106,6 +106,12 @@ def test_headlines_are_read_from_the_results(root):
     assert "within a factor 2 of the exact mixing time in 2 of 3" in c["ground_truth"]
     assert "below it in 1 of 2 (by up to 2.00 times)" in c["ground_truth"]
     assert "holds in 1 of 1 cases" in c["ground_truth"]
+    assert "Holding times" not in c["ground_truth"]                 # no table, no sentence
+    results.write_table(pd.DataFrame({"exact inside CI": [True, False, True], "jumps": [150, 200, 0],
+                                      "steps simulated": [1000, 2000, 4000]}), root / PROFILE / "ground_truth",
+                        "holding_times")
+    g = {r["chapter"]: r["this run"] for r in findings.collect(root, PROFILE).rows}["ground_truth"]
+    assert "over 7,000 chain-steps" in g and "interval in 2 of 3 traps (1 of them with no chain leaving" in g
     assert c["cost"] == "No benchmark has been run for this build."
 
 

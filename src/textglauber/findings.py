@@ -223,8 +223,17 @@ def ground_truth(folder: Path, root: Path, profile: str) -> str:
     else:
         parts.append("the exact alpha is below one in no case, so the contraction bound never applies")
     models = ", ".join(_name(m) for m in t.model.unique())
-    return (f"Over {len(t)} model-temperature cases ({models}, restricted to a few tokens and short lengths): "
+    text = (f"Over {len(t)} model-temperature cases ({models}, restricted to a few tokens and short lengths): "
             + "; ".join(parts) + ".")
+    hold = _table(folder, "holding_times")
+    if hold is not None and len(hold):
+        left = hold[hold.jumps > 0]
+        text += (f" Holding times in the deepest traps, simulated by jumps over {int(hold['steps simulated'].sum()):,} "
+                 f"chain-steps: the exact mean 1/(1 - P(x,x)) lies inside the simulated interval in "
+                 f"{int(hold['exact inside CI'].sum())} of {len(hold)} traps")
+        text += ("." if len(left) == len(hold) else
+                 f" ({len(hold) - len(left)} of them with no chain leaving within the budget, so a lower bound only).")
+    return text
 
 
 def ground_truth_preprint() -> str:

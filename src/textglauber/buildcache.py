@@ -312,7 +312,7 @@ def results_digests(folder: Path) -> dict[str, str]:
             for rel, d in tree_digests(folder).items()}
 
 
-def files_read(patterns: list[str], results_root: Path, profile: str, chapter: str) -> dict[str, str]:
+def files_read(patterns: list[str], results_root: Path) -> dict[str, str]:
     """{label: SHA-256} of the files a chapter's ``reads_files`` patterns match now."""
     out = {}
     for pattern in patterns:
@@ -349,7 +349,7 @@ def chapter_inputs(spec: dict, profile: str, chapter: str, results_root: Path) -
         "models": {m: model_identity(m) for m in models_read(prm)},
         "corpora": {c: corpus_identity(c) for c in sorted(set(P.corpus_names(prm)))},
         "reads": {up: results_digests(Path(results_root) / profile / up) for up in ch.get("reads", [])},
-        "files": files_read(ch.get("reads_files", []), Path(results_root), profile, chapter),
+        "files": files_read(ch.get("reads_files", []), Path(results_root)),
         "environment": environment(),
     }
     return json.loads(json.dumps(record, default=str))      # as it reads back from a stamp

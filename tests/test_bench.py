@@ -173,7 +173,7 @@ def test_metastable_grid_writes_every_mode_per_cell(tmp_path):
     memo never more (the same trajectory), a perfect-trap cell at T = 0.25; targets are read off."""
     out = tmp_path / "metastable-cpu.csv"
     assert bench.main(["--metastable", "--models", "tiny-mlm", "--lengths", "5", "--temperatures", "0.25", "2",
-                       "--chains", "4", "--steps", "30", "--rounds", "1", "--out", str(out)]) == 0
+                       "--chains", "4", "--steps", "30", "--trap-steps", "300", "--rounds", "1", "--out", str(out)]) == 0
     df = pd.read_csv(out)
     assert not (tmp_path / "metastable-cpu.partial.csv").exists()
     cells = df.groupby(["start", "temperature"])
@@ -182,10 +182,18 @@ def test_metastable_grid_writes_every_mode_per_cell(tmp_path):
     by = df.set_index(["start", "temperature", "mode"])
     assert (df[df["mode"] == "plain"].passes_per_step == 1).all() and (df[df["mode"] == "plain"].speedup == 1).all()
     assert (df[df["mode"] == "memo"].passes_per_step <= 1).all()
-    for (start, T), g in cells:        # memo is plain's trajectory: the same no-op share
-        assert by.loc[(start, T, "memo"), "noop_share"] == by.loc[(start, T, "plain"), "noop_share"]
+    for (start, T), g in cells:        # memo is plain's trajectory: the same no-op share (equal lengths)
+        if start != "perfect trap":
+            assert by.loc[(start, T, "memo"), "noop_share"] == by.loc[(start, T, "plain"), "noop_share"]
     assert df.noop_share.between(0, 1).all() and (df.chain_steps_per_s > 0).all()
     assert df[df["mode"] == "auto"].auto_segments.str.startswith("memo:").all()
+    # a trap cell times the other modes over --trap-steps, plain over --steps (its rate is per step)
+    trap = df[df.start == "perfect trap"].set_index("mode")
+    assert trap.steps.to_dict() == {"plain": 30, "memo": 300, "jump": 300, "auto": 300}
+    assert (df[df.start != "perfect trap"].steps == 30).all()
+    # in a trap, jump scores the n = 5 sites of each chain's state once and then holds: far under
+    # one row per step over 300 steps (plain: exactly one)
+    assert trap.loc["jump", "passes_per_step"] < 0.2
     assert set(bench.metastable_targets(df).target) >= {"x plain at T = 2 (least cell)",
                                                         "x plain on a perfect trap at T = 0.25 (least cell)"}
 

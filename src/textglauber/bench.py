@@ -390,6 +390,8 @@ def main(argv=None) -> int:
                     help="the engine modes (plain, memo, jump, auto) over temperatures instead of the throughput grid")
     ap.add_argument("--temperatures", nargs="*", type=float, default=None, help="the metastable grid's temperatures")
     ap.add_argument("--chains", type=int, default=16, help="chains per metastable cell")
+    ap.add_argument("--trap-steps", type=int, default=TRAP_STEPS,
+                    help="chain length of memo, jump and auto in the perfect-trap cell (plain runs --steps)")
     a = ap.parse_args(argv)
     if a.metastable:
         return _main_metastable(a, argv)
@@ -435,6 +437,7 @@ METASTABLE_MODES = ("plain", "memo", "jump", "auto")
 METASTABLE_MODELS = ("package:antiberty", "package:rxnfp-bert", "trained:english")
 METASTABLE_TEMPERATURES = (0.25, 0.5, 0.7, 1.0, 2.0)
 TRAP_TEMPERATURE = 0.25
+TRAP_STEPS = 10_000         # a trap cell's chain length for the modes other than plain: the preprint's chains
 
 
 class RowCount:
@@ -483,16 +486,25 @@ def perfect_trap(scorer, states: torch.Tensor, sweeps: int = 50) -> torch.Tensor
     return x[done]
 
 
-def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta: dict, rounds: int) -> list[dict]:
+def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta: dict, rounds: int,
+                horizon: int | None = None) -> list[dict]:
     """One cell of the metastable grid: every mode from the same states and seed (so each call of
-    a mode repeats the same work), timed in ``rounds`` interleaved rounds (median)."""
+    a mode repeats the same work), timed in ``rounds`` interleaved rounds (median).
+
+    ``horizon``: the chain length the modes other than ``plain`` run (default ``steps``). Plain
+    scores one row per chain-step whatever the length, so its rate from ``steps`` steps is its
+    rate at any length; the other modes pay once for a state's conditionals and then run free, so
+    their rate depends on how long the chain stays, and a trap cell times them over the length of
+    the chains that chapter 5 runs (the preprint's 10,000 steps)."""
     from .chain import ChainSpec, run
 
     stats = {}
+    length = {m: steps if m == "plain" or horizon is None else horizon for m in METASTABLE_MODES}
 
     def one(mode):
         counted = RowCount(scorer)
-        r = run(counted, x0, ChainSpec(temperature=T, steps=steps, record_every=1, checkpoint_every=steps,
+        k = length[mode]
+        r = run(counted, x0, ChainSpec(temperature=T, steps=k, record_every=1, checkpoint_every=k,
                                        mode=mode), seed=seed)
         moved = (r.states[1:] != r.states[:-1]).any(-1)
         stats[mode] = {"passes_per_step": counted.rows / moved.size, "noop_share": 1 - float(moved.mean()),
@@ -500,20 +512,27 @@ def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta:
 
     timed, _ = _time_interleaved({m: (lambda m=m: one(m)) for m in METASTABLE_MODES}, min_rounds=rounds,
                                  max_rounds=rounds)
-    rate = {m: x0.shape[0] * steps / statistics.median(v) for m, v in timed.items()}
-    return [{**meta, "temperature": T, "mode": m, "chain_steps_per_s": rate[m], "speedup": rate[m] / rate["plain"],
-             **dict(zip(("speedup_q25", "speedup_q75"), paired_quartiles(timed["plain"], timed[m]))),
+    rate = {m: x0.shape[0] * length[m] / statistics.median(v) for m, v in timed.items()}
+    per_step = {m: np.asarray(v) / length[m] for m, v in timed.items()}      # seconds per step of each round
+    return [{**meta, "temperature": T, "mode": m, "steps": length[m], "chain_steps_per_s": rate[m],
+             "speedup": rate[m] / rate["plain"],
+             **dict(zip(("speedup_q25", "speedup_q75"), paired_quartiles(per_step["plain"], per_step[m]))),
              "cell_noop_share": stats["plain"]["noop_share"], "rounds": rounds, **stats[m]}
             for m in METASTABLE_MODES]
 
 
 def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, steps: int = 400, burn: int = 100,
                     device: str = "cpu", dtype: str = "auto", trap: bool = True, rounds: int = 3,
-                    on_cell=None) -> pd.DataFrame:
+                    trap_steps: int = TRAP_STEPS, on_cell=None) -> pd.DataFrame:
     """chain-steps per second of each engine mode on each (model, n, T), from random states burned
     in for ``burn`` plain steps at that temperature, and (``trap``) from perfect traps at
     T = 0.25. ``cell_noop_share`` is the share of plain's steps that changed nothing; ``speedup`` is
-    a mode's median rate over plain's, ``speedup_q25``/``_q75`` the quartiles of the per-round ratios."""
+    a mode's median rate over plain's, ``speedup_q25``/``_q75`` the quartiles of the per-round ratios.
+
+    In a trap cell the modes other than plain run ``trap_steps`` steps (plain runs ``steps``; its
+    rate does not depend on the length, see :func:`_modes_cell`): a chain that must first score all
+    n sites of its state cannot beat plain by more than steps / n, so 400 steps at n = 20 would cap
+    any engine at 20x before it spends a single step."""
     from . import models as M
     from . import vocabulary
     from .chain import ChainSpec, run
@@ -541,7 +560,7 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
                 x_trap = perfect_trap(scorer, x)            # the starts that reached one, repeated to fill
                 x_trap = x_trap[torch.arange(chains) % len(x_trap)]
                 rows += _modes_cell(scorer, x_trap, TRAP_TEMPERATURE, steps, SEED, {**meta, "start": "perfect trap"},
-                                    rounds)
+                                    rounds, horizon=trap_steps)
                 if on_cell is not None:
                     on_cell(pd.DataFrame(rows))
     return pd.DataFrame(rows)
@@ -580,14 +599,15 @@ def _main_metastable(a, argv) -> int:
     lengths = a.lengths or ([20] if a.quick else [20, 64])
     temperatures = a.temperatures or ([0.25, 1.0, 2.0] if a.quick else list(METASTABLE_TEMPERATURES))
     steps = a.steps or (200 if a.quick else 400)
-    if min(lengths) < 1 or steps < 1 or a.chains < 1 or a.rounds < 1 or min(temperatures) <= 0:
-        raise SystemExit("lengths, steps, chains and rounds must be at least 1 and temperatures positive")
+    if min(lengths) < 1 or steps < 1 or a.trap_steps < 1 or a.chains < 1 or a.rounds < 1 or min(temperatures) <= 0:
+        raise SystemExit("lengths, steps, trap steps, chains and rounds must be at least 1 and temperatures positive")
     check_available(models_wanted)
     out = Path(a.out) if a.out else repo_root() / "results" / "bench" / f"metastable-{dev.type}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_suffix(".partial.csv")
     df = metastable_grid(models_wanted, lengths, temperatures, chains=a.chains, steps=steps, device=a.device,
-                         dtype=a.dtype, rounds=a.rounds, on_cell=lambda d: d.to_csv(partial, index=False))
+                         dtype=a.dtype, rounds=a.rounds, trap_steps=a.trap_steps,
+                         on_cell=lambda d: d.to_csv(partial, index=False))
     _write_table(df, out, a, argv, models_wanted, dev)
     cols = ["model", "n", "start", "temperature", "mode", "chain_steps_per_s", "speedup", "passes_per_step",
             "cell_noop_share"]

@@ -2,7 +2,7 @@
 speed measured on the machine that built the book.
 
 A profile lists ``bench`` (the default profile: the BERT-base shape and the packaged models at
-n = 20, batch 1 and 64, a few minutes on 2 cores), ``bench-smoke`` (the BERT-base shape alone,
+n = 20, batch 1 and 64: about 12 minutes on a 2-core host), ``bench-smoke`` (the BERT-base shape alone,
 one step per timed call) or ``bench-metastable`` (the engine's modes on the quick metastable
 grid) among its ``artifacts``. The build runs ``python -m textglauber.bench``
 with the preset's arguments, writing ``results/bench/bench-cpu-<preset>.csv`` and its JSON record,

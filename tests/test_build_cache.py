@@ -239,7 +239,9 @@ class FakePapermill:
         folder = self.results / PROFILE / chapter
         folder.mkdir(parents=True, exist_ok=True)
         nb = nbformat.read(input_path, as_version=4)
-        nb.metadata["papermill"] = {"output_path": output_path}
+        nb.metadata["papermill"] = {"output_path": output_path, "input_path": str(input_path)}
+        nb.cells.append(nbformat.v4.new_code_cell("print(out)", outputs=[nbformat.v4.new_output(
+            "stream", name="stdout", text=f"results written to {build.repo_root()}/results/{PROFILE}/{chapter}\n")]))
         nbformat.write(nb, output_path)
         if self.kill == chapter:
             (folder / "table.parquet").write_text("half")
@@ -272,6 +274,9 @@ def builder(project, tmp_path, monkeypatch):
 
 def test_unchanged_chapters_are_skipped_and_say_why(project, builder, capsys):
     assert builder() == ["a", "b", "c"]
+    for ch in "abc":        # the executed notebooks the build keeps name no folder of this machine
+        kept = C.executed_notebook(builder.staged, ch).read_text()
+        assert f"results written to results/{PROFILE}/{ch}" in kept and str(project) not in kept
     capsys.readouterr()
     assert builder() == []
     out = capsys.readouterr().out

@@ -120,6 +120,7 @@ def execute(profile: str, chapter: str, staged: Path, results_root: Path, spec: 
     print(f"[{profile}] executing {nb} ...", flush=True)
     pm.execute_notebook(str(repo_root() / nb), str(partial), parameters=prm, cwd=str(repo_root() / "book"),
                         kernel_name="python3", progress_bar=False, log_output=False)
+    relativize(partial)                  # the kept notebook names no folder of the build machine either
     os.replace(partial, cache.executed_notebook(staged, chapter))
     render(staged, chapter, nb)
     dt = time.time() - t0
@@ -221,6 +222,22 @@ def tidy_executed(nb_path: Path, output_path: Path | None = None) -> None:
         if cell.cell_type == "code":
             cell.outputs = [relative_paths(o, root) for o in cell.outputs
                             if "application/vnd.jupyter.widget-view+json" not in o.get("data", {})]
+    nbformat.write(nb, nb_path)
+
+
+def relativize(nb_path: Path) -> None:
+    """Rewrite an executed notebook in place with the repository's absolute paths made relative
+    (metadata, sources, outputs; images untouched), and nothing else changed: what the build keeps
+    as a chapter's executed notebook then shows no folder of the machine that ran it."""
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    root = str(repo_root())
+    nb.metadata = relative_paths(nb.metadata, root)
+    for cell in nb.cells:
+        cell.source = relative_paths(cell.source, root)
+        if cell.cell_type == "code":
+            cell.outputs = [relative_paths(o, root) for o in cell.outputs]
     nbformat.write(nb, nb_path)
 
 

@@ -512,8 +512,8 @@ def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta:
 
     timed, _ = _time_interleaved({m: (lambda m=m: one(m)) for m in METASTABLE_MODES}, min_rounds=rounds,
                                  max_rounds=rounds)
-    rate = {m: x0.shape[0] * length[m] / statistics.median(v) for m, v in timed.items()}
     per_step = {m: np.asarray(v) / length[m] for m, v in timed.items()}      # seconds per step of each round
+    rate = {m: x0.shape[0] / statistics.median(v) for m, v in per_step.items()}
     return [{**meta, "temperature": T, "mode": m, "steps": length[m], "chain_steps_per_s": rate[m],
              "speedup": rate[m] / rate["plain"],
              **dict(zip(("speedup_q25", "speedup_q75"), paired_quartiles(per_step["plain"], per_step[m]))),

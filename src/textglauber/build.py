@@ -209,8 +209,6 @@ def tidy_executed(nb_path: Path, output_path: Path | None = None) -> None:
     nb.metadata.pop("widgets", None)
     if output_path is not None and "papermill" in nb.metadata:
         nb.metadata["papermill"]["output_path"] = str(output_path)
-    root = str(repo_root())
-    nb.metadata = relative_paths(nb.metadata, root)
     injected = any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells)
     for cell in nb.cells:
         tags = cell.metadata.get("tags", [])
@@ -218,27 +216,32 @@ def tidy_executed(nb_path: Path, output_path: Path | None = None) -> None:
             cell.metadata["tags"] = tags + ["remove-cell"]
         elif cell.cell_type == "code" and not {"injected-parameters", "hide-input", "remove-input"} & set(tags):
             cell.metadata["tags"] = tags + ["hide-input"]     # the page reads as prose, tables, figures
-        cell.source = relative_paths(cell.source, root)
         if cell.cell_type == "code":
-            cell.outputs = [relative_paths(o, root) for o in cell.outputs
-                            if "application/vnd.jupyter.widget-view+json" not in o.get("data", {})]
+            cell.outputs = [o for o in cell.outputs if "application/vnd.jupyter.widget-view+json" not in o.get("data", {})]
+    _make_relative(nb)        # stamps kept before build.relativize existed still hold absolute paths
     nbformat.write(nb, nb_path)
 
 
 def relativize(nb_path: Path) -> None:
-    """Rewrite an executed notebook in place with the repository's absolute paths made relative
-    (metadata, sources, outputs; images untouched), and nothing else changed: what the build keeps
-    as a chapter's executed notebook then shows no folder of the machine that ran it."""
+    """Rewrite an executed notebook in place with the repository's absolute paths made relative,
+    and nothing else changed: what the build keeps as a chapter's executed notebook then shows no
+    folder of the machine that ran it."""
     import nbformat
 
     nb = nbformat.read(nb_path, as_version=4)
+    _make_relative(nb)
+    nbformat.write(nb, nb_path)
+
+
+def _make_relative(nb) -> None:
+    """The repository's absolute paths made relative in a notebook's metadata, sources and outputs
+    (images untouched)."""
     root = str(repo_root())
     nb.metadata = relative_paths(nb.metadata, root)
     for cell in nb.cells:
         cell.source = relative_paths(cell.source, root)
         if cell.cell_type == "code":
             cell.outputs = [relative_paths(o, root) for o in cell.outputs]
-    nbformat.write(nb, nb_path)
 
 
 def relative_paths(obj, root: str):

@@ -246,3 +246,71 @@ def test_perfect_trap_keeps_the_starts_that_converge_and_fails_only_when_none_do
     assert fixed.tolist() == [[2, 2], [2, 2]]          # (0, 2) -> (2, 2); (0, 0) and (1, 0) cycle
     with pytest.raises(RuntimeError, match="no start reached"):
         bench.perfect_trap(cyc, torch.tensor([[0, 0], [1, 0]]), sweeps=20)
+
+
+def _grid(out, *extra):
+    return bench.main(["--metastable", "--models", "tiny-mlm", "--lengths", "5", "--temperatures", "0.25", "2",
+                       "--chains", "4", "--steps", "30", "--trap-steps", "300", "--rounds", "1", "--out", str(out),
+                       *extra])
+
+
+def test_metastable_plain_timed_over_fewer_steps_and_noop_share_from_memo(tmp_path):
+    """--plain-steps shortens plain's timed call only: the other modes keep their lengths, and the
+    cell's no-op share is memo's over the full length (plain's chain: same sites and uniforms)."""
+    out = tmp_path / "metastable-cpu.csv"
+    assert _grid(out, "--plain-steps", "10") == 0
+    df = pd.read_csv(out)
+    assert (df[df["mode"] == "plain"].steps == 10).all()
+    assert (df[(df["mode"] == "memo") & (df.start != "perfect trap")].steps == 30).all()
+    assert (df[(df["mode"] == "memo") & (df.start == "perfect trap")].steps == 300).all()
+    memo = df[df["mode"] == "memo"].set_index(["start", "temperature"]).noop_share
+    for (start, T), g in df.groupby(["start", "temperature"]):
+        assert (g.cell_noop_share == memo[(start, T)]).all()
+    with pytest.raises(SystemExit, match="more than --steps"):
+        _grid(tmp_path / "bad.csv", "--plain-steps", "31")
+
+
+def test_metastable_grid_resumes_from_its_partial_table(tmp_path, monkeypatch):
+    """A grid stopped after its first cell keeps that cell (same timings, not measured again) and
+    measures the rest on the same chains as an uninterrupted grid: the counts of scored rows and
+    the no-op shares, which do not depend on the clock, equal those of a grid run in one go."""
+    whole = tmp_path / "whole" / "metastable-cpu.csv"
+    assert _grid(whole) == 0
+    ref = pd.read_csv(whole)
+
+    out = tmp_path / "cut" / "metastable-cpu.csv"
+    real = bench._modes_cell
+    calls = []
+
+    def stop_after_first(*a, **k):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(bench, "_modes_cell", stop_after_first)
+    with pytest.raises(KeyboardInterrupt):
+        _grid(out)
+    first = pd.read_csv(out.with_suffix(".partial.csv"))
+    assert len(first) == len(bench.METASTABLE_MODES) and not out.exists()
+
+    measured = []
+    monkeypatch.setattr(bench, "_modes_cell", lambda *a, **k: measured.append(a[3]) or real(*a, **k))
+    assert _grid(out) == 0
+    df = pd.read_csv(out)
+    assert len(measured) == 2                                  # the two cells the stopped run had not reached
+    assert not out.with_suffix(".partial.csv").exists()
+    kept = df[df.cell_key == first.cell_key[0]].reset_index(drop=True)
+    assert kept.chain_steps_per_s.tolist() == first.chain_steps_per_s.tolist()
+    cols = ["start", "temperature", "mode", "cell_key", "passes_per_step", "noop_share", "cell_noop_share"]
+    key = ["start", "temperature", "mode"]
+    pd.testing.assert_frame_equal(df[cols].sort_values(key).reset_index(drop=True),
+                                  ref[cols].sort_values(key).reset_index(drop=True))
+
+    # a finished table is kept too, and a changed parameter is a new cell, measured again
+    measured.clear()
+    assert _grid(out) == 0 and measured == []
+    assert _grid(out, "--steps", "20", "--temperatures", "2") == 0 and len(measured) == 2
+    assert len(pd.read_csv(out)) == len(df) + 2 * len(bench.METASTABLE_MODES)
+    measured.clear()
+    assert _grid(out, "--fresh") == 0 and len(measured) == 3

@@ -37,6 +37,7 @@ to plain in one run (:func:`metastable_targets`).
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import statistics
 import sys
@@ -180,7 +181,7 @@ def paired_quartiles(num, den) -> tuple[float, float]:
 
 
 def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 40, target_s: float = 20.0,
-                      memory: PeakMemory | None = None) -> tuple[dict, dict]:
+                      memory: PeakMemory | None = None, warmup=None) -> tuple[dict, dict]:
     """Seconds per call of each function in every round, timed in interleaved rounds (every variant once
     per round, after one warm-up call each, which also absorbs any compilation), so that drifts
     of the machine's speed hit all variants alike. The first timed round sets how many follow:
@@ -188,10 +189,14 @@ def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 40, targ
     a burst of load on a shared host can swamp a short call (on the 2-core VM the benchmark was
     run on, other guests stole up to two fifths of the CPU time in 5 s samples; 15 rounds left
     the median of a 0.1 s call a few percent uncertain). With ``memory``, each function's
-    peak memory is read in one more untimed call after its warm-up."""
+    peak memory is read in one more untimed call after its warm-up. ``warmup``: one call that
+    replaces the warm-up calls (for calls that take minutes and compile nothing)."""
     peaks = {}
+    if warmup is not None:
+        warmup()
     for k, fn in fns.items():
-        fn()
+        if warmup is None:
+            fn()
         if memory is not None:
             peaks[k] = memory.measure(fn)
     out = {k: [] for k in fns}
@@ -391,7 +396,13 @@ def main(argv=None) -> int:
     ap.add_argument("--temperatures", nargs="*", type=float, default=None, help="the metastable grid's temperatures")
     ap.add_argument("--chains", type=int, default=16, help="chains per metastable cell")
     ap.add_argument("--trap-steps", type=int, default=TRAP_STEPS,
-                    help="chain length of memo, jump and auto in the perfect-trap cell (plain runs --steps)")
+                    help="chain length of memo, jump and auto in the perfect-trap cell (plain runs --plain-steps)")
+    ap.add_argument("--plain-steps", type=int, default=None,
+                    help="steps of each timed plain call in the metastable grid (default: --steps, at most "
+                         "--steps); plain's rate per step does not depend on the length, so fewer buy time")
+    ap.add_argument("--fresh", action="store_true",
+                    help="metastable grid: start the table at --out afresh rather than keep the cells it (or its "
+                         "partial file) already holds with the same key")
     a = ap.parse_args(argv)
     if a.metastable:
         return _main_metastable(a, argv)
@@ -487,23 +498,27 @@ def perfect_trap(scorer, states: torch.Tensor, sweeps: int = 50) -> torch.Tensor
 
 
 def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta: dict, rounds: int,
-                horizon: int | None = None) -> list[dict]:
+                horizon: int | None = None, plain_steps: int | None = None) -> list[dict]:
     """One cell of the metastable grid: every mode from the same states and seed (so each call of
-    a mode repeats the same work), timed in ``rounds`` interleaved rounds (median).
+    a mode repeats the same work), timed in ``rounds`` interleaved rounds (median), after one
+    short plain run that warms the model up.
 
-    ``horizon``: the chain length the modes other than ``plain`` run (default ``steps``). Plain
-    scores one row per chain-step whatever the length, so its rate from ``steps`` steps is its
-    rate at any length; the other modes pay once for a state's conditionals and then run free, so
-    their rate depends on how long the chain stays, and a trap cell times them over the length of
-    the chains that chapter 5 runs (the preprint's 10,000 steps)."""
+    Lengths. ``memo``, ``jump`` and ``auto`` run ``horizon`` steps (default ``steps``): they pay
+    once for a state's conditionals and then run free, so their rate depends on how long the chain
+    stays, and a trap cell times them over the length of the chains that chapter 5 runs (the
+    preprint's 10,000 steps). ``plain`` runs ``plain_steps`` (default ``steps``): it scores one row
+    per chain at every step, a batch of the same shape whatever the state, so its rate per step does
+    not depend on the length it is timed over, and a shorter plain call buys the grid's other
+    cells. The cell's no-op share (``cell_noop_share``) is read off memo's trajectory, which is
+    plain's chain (the same site and uniform at every step) over the full length."""
     from .chain import ChainSpec, run
 
     stats = {}
-    length = {m: steps if m == "plain" or horizon is None else horizon for m in METASTABLE_MODES}
+    length = {m: (plain_steps or steps) if m == "plain" else (horizon or steps) for m in METASTABLE_MODES}
 
-    def one(mode):
+    def one(mode, k=None):
         counted = RowCount(scorer)
-        k = length[mode]
+        k = k or length[mode]
         r = run(counted, x0, ChainSpec(temperature=T, steps=k, record_every=1, checkpoint_every=k,
                                        mode=mode), seed=seed)
         moved = (r.states[1:] != r.states[:-1]).any(-1)
@@ -511,28 +526,51 @@ def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta:
                        "auto_segments": " ".join(f"{m}:{k}" for m, k in r.modes) if r.modes else ""}
 
     timed, _ = _time_interleaved({m: (lambda m=m: one(m)) for m in METASTABLE_MODES}, min_rounds=rounds,
-                                 max_rounds=rounds)
+                                 max_rounds=rounds, warmup=lambda: one("plain", min(5, length["plain"])))
     per_step = {m: np.asarray(v) / length[m] for m, v in timed.items()}      # seconds per step of each round
     rate = {m: x0.shape[0] / statistics.median(v) for m, v in per_step.items()}
     return [{**meta, "temperature": T, "mode": m, "steps": length[m], "chain_steps_per_s": rate[m],
              "speedup": rate[m] / rate["plain"],
              **dict(zip(("speedup_q25", "speedup_q75"), paired_quartiles(per_step["plain"], per_step[m]))),
-             "cell_noop_share": stats["plain"]["noop_share"], "rounds": rounds, **stats[m]}
+             "cell_noop_share": stats["memo"]["noop_share"], "rounds": rounds, **stats[m]}
             for m in METASTABLE_MODES]
+
+
+def metastable_cell_key(record: dict) -> str:
+    """What a measured cell depends on: its coordinates and lengths, the library code the
+    benchmark can reach, the installed versions and the machine. A resumed grid re-uses a cell
+    only when this matches (16 hex digits)."""
+    from . import buildcache
+
+    return buildcache.digest({**record, **_key_context(), "threads": torch.get_num_threads()})[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _key_context() -> dict:
+    from . import benchcache, buildcache
+
+    return {"code": benchcache.code(), "machine": benchcache.machine(), "environment": buildcache.environment()}
 
 
 def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, steps: int = 400, burn: int = 100,
                     device: str = "cpu", dtype: str = "auto", trap: bool = True, rounds: int = 3,
-                    trap_steps: int = TRAP_STEPS, on_cell=None) -> pd.DataFrame:
+                    trap_steps: int = TRAP_STEPS, plain_steps: int | None = None, done: pd.DataFrame | None = None,
+                    on_cell=None) -> pd.DataFrame:
     """chain-steps per second of each engine mode on each (model, n, T), from random states burned
     in for ``burn`` plain steps at that temperature, and (``trap``) from perfect traps at
-    T = 0.25. ``cell_noop_share`` is the share of plain's steps that changed nothing; ``speedup`` is
+    T = 0.25. ``cell_noop_share`` is the share of the chain's steps that changed nothing; ``speedup`` is
     a mode's median rate over plain's, ``speedup_q25``/``_q75`` the quartiles of the per-round ratios.
 
-    In a trap cell the modes other than plain run ``trap_steps`` steps (plain runs ``steps``; its
-    rate does not depend on the length, see :func:`_modes_cell`): a chain that must first score all
-    n sites of its state cannot beat plain by more than steps / n, so 400 steps at n = 20 would cap
-    any engine at 20x before it spends a single step."""
+    In a trap cell the modes other than plain run ``trap_steps`` steps (plain runs ``plain_steps``,
+    default ``steps``; its rate does not depend on the length, see :func:`_modes_cell`): a chain
+    that must first score all n sites of its state cannot beat plain by more than steps / n, so 400
+    steps at n = 20 would cap any engine at 20x before it spends a single step.
+
+    ``done``: rows measured before (a stopped grid's partial table). A cell whose ``cell_key``
+    (:func:`metastable_cell_key`) is there with all its modes is taken from it and not measured
+    again; the generator that draws the starts and seeds advances as if it had been, so a resumed
+    grid measures the same chains as an uninterrupted one. The result holds every row of ``done``
+    (other models' cells included) and the new ones."""
     from . import models as M
     from . import vocabulary
     from .chain import ChainSpec, run
@@ -540,29 +578,52 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
 
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
-    rows = []
+    kept = pd.DataFrame() if done is None or "cell_key" not in done else done
+    have = {k for k, g in kept.groupby("cell_key") if set(g["mode"]) >= set(METASTABLE_MODES)} if len(kept) else set()
+    rows = kept.to_dict("records")
+    plain_steps = min(plain_steps or steps, steps)
+
+    def key(name, n, start, T, horizon):
+        return metastable_cell_key({"model": name, "n": n, "start": start, "temperature": T, "chains": chains,
+                                    "steps": steps, "horizon": horizon, "plain_steps": plain_steps, "burn": burn,
+                                    "rounds": rounds, "device": str(dev), "dtype": str(dt), "seed": SEED})
+
+    def cell(name, n, start, T, horizon, measure):
+        nonlocal rows
+        k = key(name, n, start, T, horizon)
+        if k in have:
+            print(f"[bench] {name} n={n} {start} T={T}: measured before (cell {k})", flush=True)
+            return
+        rows = [r for r in rows if r.get("cell_key") != k] + [{**r, "cell_key": k} for r in measure()]
+        print(f"[bench] {name} n={n} {start} T={T} done", flush=True)
+        if on_cell is not None:
+            on_cell(pd.DataFrame(rows))
+
     for name in models_wanted:
         lm = M.load(name, device=str(dev), dtype=str(dt).split(".")[-1])
         scorer = M.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(lm.tokenizer))
         gen = torch.Generator().manual_seed(SEED)
         for n in lengths:
-            meta = {"model": name, "device": str(dev), "n": n, "chains": chains, "steps": steps,
-                    "threads": torch.get_num_threads()}
+            meta = {"model": name, "device": str(dev), "n": n, "chains": chains, "threads": torch.get_num_threads()}
             x = scorer.vocab.ids[torch.randint(scorer.vocab.size, (chains, n), generator=gen)]
             for T in temperatures:
                 seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
-                warm = run(scorer, x, ChainSpec(temperature=T, steps=burn, record_every=burn, mode="plain"), seed=seed)
-                rows += _modes_cell(scorer, torch.as_tensor(warm.states[-1]), T, steps, seed + 1,
-                                    {**meta, "start": f"burned in {burn} steps"}, rounds)
-                if on_cell is not None:
-                    on_cell(pd.DataFrame(rows))
+
+                def burned_in(x=x, T=T, seed=seed):
+                    warm = run(scorer, x, ChainSpec(temperature=T, steps=burn, record_every=burn, mode="plain"),
+                               seed=seed)
+                    return _modes_cell(scorer, torch.as_tensor(warm.states[-1]), T, steps, seed + 1,
+                                       {**meta, "start": f"burned in {burn} steps"}, rounds, plain_steps=plain_steps)
+
+                cell(name, n, f"burned in {burn} steps", T, steps, burned_in)
             if trap:
-                x_trap = perfect_trap(scorer, x)            # the starts that reached one, repeated to fill
-                x_trap = x_trap[torch.arange(chains) % len(x_trap)]
-                rows += _modes_cell(scorer, x_trap, TRAP_TEMPERATURE, steps, SEED, {**meta, "start": "perfect trap"},
-                                    rounds, horizon=trap_steps)
-                if on_cell is not None:
-                    on_cell(pd.DataFrame(rows))
+                def trapped(x=x):
+                    x_trap = perfect_trap(scorer, x)            # the starts that reached one, repeated to fill
+                    x_trap = x_trap[torch.arange(chains) % len(x_trap)]
+                    return _modes_cell(scorer, x_trap, TRAP_TEMPERATURE, steps, SEED, {**meta, "start": "perfect trap"},
+                                       rounds, horizon=trap_steps, plain_steps=plain_steps)
+
+                cell(name, n, "perfect trap", TRAP_TEMPERATURE, trap_steps, trapped)
     return pd.DataFrame(rows)
 
 
@@ -599,16 +660,25 @@ def _main_metastable(a, argv) -> int:
     lengths = a.lengths or ([20] if a.quick else [20, 64])
     temperatures = a.temperatures or ([0.25, 1.0, 2.0] if a.quick else list(METASTABLE_TEMPERATURES))
     steps = a.steps or (200 if a.quick else 400)
-    if min(lengths) < 1 or steps < 1 or a.trap_steps < 1 or a.chains < 1 or a.rounds < 1 or min(temperatures) <= 0:
-        raise SystemExit("lengths, steps, trap steps, chains and rounds must be at least 1 and temperatures positive")
+    plain_steps = a.plain_steps or steps
+    if (min(lengths) < 1 or steps < 1 or a.trap_steps < 1 or a.chains < 1 or a.rounds < 1 or plain_steps < 1
+            or min(temperatures) <= 0):
+        raise SystemExit("lengths, steps, plain steps, trap steps, chains and rounds must be at least 1 and "
+                         "temperatures positive")
+    if plain_steps > steps:
+        raise SystemExit(f"--plain-steps {plain_steps} is more than --steps {steps}")
     check_available(models_wanted)
     out = Path(a.out) if a.out else repo_root() / "results" / "bench" / f"metastable-{dev.type}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_suffix(".partial.csv")
+    earlier = [] if a.fresh else [pd.read_csv(f) for f in (out, partial) if f.exists()]
+    done = pd.concat(earlier, ignore_index=True) if earlier else None
+    if done is not None and "cell_key" in done:     # the partial file holds the newer copy of a cell
+        done = done.drop_duplicates(["cell_key", "mode"], keep="last")
     df = metastable_grid(models_wanted, lengths, temperatures, chains=a.chains, steps=steps, device=a.device,
-                         dtype=a.dtype, rounds=a.rounds, trap_steps=a.trap_steps,
+                         dtype=a.dtype, rounds=a.rounds, trap_steps=a.trap_steps, plain_steps=plain_steps, done=done,
                          on_cell=lambda d: d.to_csv(partial, index=False))
-    _write_table(df, out, a, argv, models_wanted, dev)
+    _write_table(df, out, a, argv, list(dict.fromkeys([*df.model, *models_wanted])), dev)
     cols = ["model", "n", "start", "temperature", "mode", "chain_steps_per_s", "speedup", "passes_per_step",
             "cell_noop_share"]
     with pd.option_context("display.width", 220, "display.max_columns", 20):

@@ -38,17 +38,23 @@ def machine() -> dict:
     return {"machine": platform.machine(), "processor": cpu or platform.processor(), "cores": os.cpu_count()}
 
 
-def key(preset: str) -> dict:
-    """What the artifact depends on."""
+def code() -> dict:
+    """{file: SHA-256} of the library modules ``textglauber.bench`` can reach."""
     from . import buildcache
 
-    with tempfile.TemporaryDirectory() as tmp:           # the modules `textglauber.bench` can reach
+    with tempfile.TemporaryDirectory() as tmp:
         probe = Path(tmp) / "probe.ipynb"
         probe.write_text(json.dumps({"cells": [{"cell_type": "code", "source": ["from textglauber import bench"],
                                                 "metadata": {}, "outputs": []}], "metadata": {}, "nbformat": 4,
                                      "nbformat_minor": 5}))
-        code = buildcache.code_inputs(probe)
-    return {"arguments": PRESETS[preset], "code": code, "environment": buildcache.environment(), "machine": machine()}
+        return buildcache.code_inputs(probe)
+
+
+def key(preset: str) -> dict:
+    """What the artifact depends on."""
+    from . import buildcache
+
+    return {"arguments": PRESETS[preset], "code": code(), "environment": buildcache.environment(), "machine": machine()}
 
 
 def paths(preset: str, results_root: Path) -> tuple[Path, Path]:

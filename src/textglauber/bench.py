@@ -570,8 +570,10 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
     (:func:`metastable_cell_key`) is there with all its modes is taken from it and not measured
     again; the generator that draws the starts and seeds advances as if it had been, so a resumed
     grid measures the same chains as an uninterrupted one. The result holds every row of ``done``
-    (other models' cells included) and the new ones."""
+    (other models' cells included) and the new ones; a cell measured now replaces any older row at
+    the same coordinates (model, n, start, temperature). ``commit`` names the code of each cell."""
     from . import models as M
+    from .results import git_commit
     from . import vocabulary
     from .chain import ChainSpec, run
     from .device import pick_device, pick_dtype
@@ -582,6 +584,8 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
     have = {k for k, g in kept.groupby("cell_key") if set(g["mode"]) >= set(METASTABLE_MODES)} if len(kept) else set()
     rows = kept.to_dict("records")
     plain_steps = min(plain_steps or steps, steps)
+    git = git_commit()                  # a table measured in pieces says which code measured each cell
+    commit = (git["commit"] or "unknown")[:12] + ("+dirty" if git["dirty"] else "")
 
     def key(name, n, start, T, horizon):
         return metastable_cell_key({"model": name, "n": n, "start": start, "temperature": T, "chains": chains,
@@ -594,7 +598,8 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
         if k in have:
             print(f"[bench] {name} n={n} {start} T={T}: measured before (cell {k})", flush=True)
             return
-        rows = [r for r in rows if r.get("cell_key") != k] + [{**r, "cell_key": k} for r in measure()]
+        new = [{**r, "cell_key": k, "commit": commit} for r in measure()]
+        rows = [r for r in rows if (r["model"], r["n"], r["start"], r["temperature"]) != (name, n, start, T)] + new
         print(f"[bench] {name} n={n} {start} T={T} done", flush=True)
         if on_cell is not None:
             on_cell(pd.DataFrame(rows))

@@ -184,6 +184,48 @@ def test_memo_gives_the_plain_trajectory_bit_for_bit(table, T, prefix):
     assert counted["memo"].rows < 0.8 * counted["plain"].rows
 
 
+class CallCounter(RowCounter):
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.calls = 0
+
+    def scores(self, states, sites):
+        self.calls += 1
+        return super().scores(states, sites)
+
+
+@pytest.mark.parametrize("window", [1, 7, 256])
+def test_memo_chains_on_their_own_clocks_keep_the_plain_trajectory_in_fewer_rounds(table, monkeypatch, window):
+    """Within a window of MEMO_WINDOW steps each memo chain runs ahead through the steps its cache
+    answers and waits for a row; windows that end inside a checkpoint chunk and a recording
+    interval still give plain's states, sites and gaps bit for bit, the same generator state at
+    the end (a second run continues identically), and, past one step per window, fewer scorer
+    calls than steps."""
+    monkeypatch.setattr(chain, "MEMO_WINDOW", window)
+    init = table.vocab.ids[torch.randint(3, (32, 3), generator=torch.Generator().manual_seed(window))]
+    spec = dict(temperature=0.4, steps=150, record_every=4, record_gaps=True, checkpoint_every=50)
+    counted = {m: CallCounter(table) for m in ("plain", "memo")}
+    runs = {m: chain.run(counted[m], init, ChainSpec(**spec, mode=m), seed=9) for m in counted}
+    assert _same_run(runs["plain"], runs["memo"])
+    assert counted["plain"].calls == 150 and counted["memo"].calls <= 150
+    assert counted["memo"].rows < counted["plain"].rows
+
+
+def test_memo_rounds_fall_with_the_window_where_chains_hold(basins, monkeypatch):
+    """Near the two traps of the basins chain (T = 0.3) most steps need no row: chains that wait
+    for one another only once per window make far fewer scorer calls than steps, and fewer than
+    with a window of one step (a call at every step where any chain needs a row): 126 against 388
+    when this test was written."""
+    init = basins.vocab.ids[torch.randint(3, (16, 3), generator=torch.Generator().manual_seed(1))]
+    calls = {}
+    for window in (1, 256):
+        monkeypatch.setattr(chain, "MEMO_WINDOW", window)
+        counted = CallCounter(basins)
+        chain.run(counted, init, ChainSpec(temperature=0.3, steps=400, mode="memo"), seed=3)
+        calls[window] = counted.calls
+    assert calls[1] <= 400 and calls[256] < 0.5 * calls[1]
+
+
 def test_memo_with_a_stale_cache_leaves_the_plain_trajectory(table, wrong):
     init = table.vocab.ids[torch.randint(3, (64, 3), generator=torch.Generator().manual_seed(0))]
     spec = dict(temperature=0.5, steps=200, record_gaps=True)

@@ -77,6 +77,7 @@ AUTO_JUMP_MAX = 1 << 20       # longest jump segment of the auto mode (doubles f
 # the fixed work of the modes, in rounds of the plain engine (fitted to the tiny MLM on a CPU:
 # a memo step that needs no model call, one that does, a jump round)
 MEMO_ROUNDS, MEMO_CALL, JUMP_ROUNDS = 0.4, 1.7, 1.0
+MEMO_WINDOW = 256             # steps the memo mode's chains run on their own clocks before they meet again
 HYSTERESIS = 0.9              # auto leaves its current mode for one estimated at most this share of its cost
 TABLE_ROUND_COST = 64.0       # a round's fixed cost in rows for scorers without a model (tables)
 CHAIN_FIELDS = ("lo", "hi", "tot", "leave", "gap")
@@ -456,34 +457,82 @@ def step(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: torch.Gener
     return sites, gaps
 
 
-def memo_step(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: torch.Generator, cache: SiteCache):
-    """The plain step's draws; a chain whose site is in ``cache`` with its uniform in the
-    keep-interval needs no model call. Returns (sites, gaps or None, moved (B,) bool, rows scored)."""
+def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: torch.Generator, cache: SiteCache,
+                 t0: int, t1: int):
+    """Steps t0 + 1 .. t1 of the memo mode, with each chain on its own clock (``states`` in place).
+
+    The plain engine's draws for the whole stretch come first, in its order (a site, then a
+    uniform, per step), so the generator ends where ``t1 - t0`` plain steps leave it. A chain's
+    steps depend only on its own draws and state, so it can run ahead through every step its
+    cache answers (site remembered, uniform in the keep-interval) and wait at the first step that
+    needs its row; each round scores the rows of every waiting chain in one call. A step needs a
+    row where the site is not remembered or the uniform leaves the keep-interval (the chain
+    moves), so the rows, the moves and the trajectory are those of the plain engine, which scores
+    every chain at every step; the rounds hold up to B rows each, where a step-by-step memo would
+    make one small call per step, and the Python work is per round rather than per step.
+
+    Returns (sites (S, B) long, gaps (S, B) or None, moves: dict of arrays time, chain, site and
+    token in the order made, moves per chain (B,), rows scored)."""
     b, n = states.shape
-    sites, u = _draws(b, n, spec, gen)
-    ar = torch.arange(b)
-    c = cache.at(ar, sites)
-    v = u * c["tot"]
-    hit = cache.valid[ar, sites] & (c["lo"] <= v) & (v < c["hi"])
-    gaps = c["gap"].float() if spec.record_gaps else None
-    moved = torch.zeros(b, dtype=torch.bool)
-    need = (~hit).nonzero().flatten()
-    if len(need):
-        sn = sites[need]
-        s = scorer.scores(states[need], sn)
+    S = t1 - t0
+    drawn = [_draws(b, n, spec, gen) for _ in range(S)]
+    sites = torch.stack([d[0] for d in drawn]) if S else torch.zeros((0, b), dtype=torch.long)
+    u = torch.stack([d[1] for d in drawn]) if S else torch.zeros((0, b), dtype=torch.float64)
+    gaps = torch.full((S, b), math.nan, dtype=torch.float32) if spec.record_gaps else None
+    ptr = torch.zeros(b, dtype=torch.long)              # the next step (0-based in the stretch) of each chain
+    steps_ahead = torch.arange(S)
+    moves_per_chain = torch.zeros(b, dtype=torch.long)
+    events, rows = [], 0
+
+    def advance(chains: torch.Tensor) -> None:
+        """Move each chain's pointer past the steps its cache answers, to its next step that needs a row."""
+        if len(chains) == 0:
+            return
+        st, uu = sites[:, chains], u[:, chains]                      # (S, k)
+        col = chains[None, :].expand(S, -1)
+        c = cache.values[col, st]                                    # (S, k, fields)
+        v = uu * c[..., cache.col["tot"]]
+        hit = cache.valid[col, st] & (c[..., cache.col["lo"]] <= v) & (v < c[..., cache.col["hi"]])
+        need = ~hit & (steps_ahead[:, None] >= ptr[chains][None, :])
+        first = torch.where(need.any(0), need.float().argmax(0), torch.full((len(chains),), S))
+        if gaps is not None:                                         # the remembered gaps of the skipped steps
+            skip = hit & (steps_ahead[:, None] >= ptr[chains][None, :]) & (steps_ahead[:, None] < first[None, :])
+            t_i, k_i = skip.nonzero(as_tuple=True)
+            gaps[t_i, chains[k_i]] = c[t_i, k_i, cache.col["gap"]].float()
+        ptr[chains] = first
+
+    advance(torch.arange(b))
+    while True:
+        wait = (ptr < S).nonzero().flatten()
+        if len(wait) == 0:
+            break
+        at = ptr[wait]
+        sn, uw = sites[at, wait], u[at, wait]
+        s = scorer.scores(states[wait], sn)
+        rows += len(wait)
         cdf = _cdf(s, spec.temperature)
-        idx = _search(cdf, u[need])
-        pos = scorer.vocab.index_of(states[need, sn])
+        idx = _search(cdf, uw)
+        pos = scorer.vocab.index_of(states[wait, sn])
         kept = idx.cpu() == pos
         if kept.any():
             kd = kept.to(s.device)
-            cache.store(need[kept], sn[kept], _chain_summaries(s[kd], cdf[kd], pos[kept], spec))
-        states[need, sn] = scorer.vocab.ids.to(idx.device)[idx].to(states.device)
-        moved[need[~kept]] = True
-        cache.clear(need[~kept])
+            cache.store(wait[kept], sn[kept], _chain_summaries(s[kd], cdf[kd], pos[kept], spec))
         if gaps is not None:
-            gaps[need] = score_gap(s, idx).float().cpu()
-    return sites, gaps, moved, len(need)
+            gaps[at, wait] = score_gap(s, idx).float().cpu()
+        go = ~kept
+        if go.any():
+            mv = wait[go]
+            tok = scorer.vocab.ids.to(idx.device)[idx[go.to(idx.device)]].to(states.device)
+            states[mv, sn[go]] = tok
+            cache.clear(mv)
+            moves_per_chain[mv] += 1
+            events.append(torch.stack([t0 + at[go] + 1, mv, sn[go], tok.cpu()]))
+        ptr[wait] += 1
+        advance(wait)
+    ev = torch.cat(events, 1) if events else torch.zeros((4, 0), dtype=torch.long)
+    order = torch.argsort(ev[0], stable=True)
+    ev = ev[:, order].numpy()
+    return sites, gaps, dict(zip(("time", "chain", "site", "token"), ev)), moves_per_chain, rows
 
 
 def jump_segment(scorer: Scorer, states: torch.Tensor, cache: SiteCache, spec: ChainSpec, gen: torch.Generator,
@@ -591,6 +640,15 @@ class _Recorder:
             self.steps.append(r)
             self.states.append(state.copy())
 
+    def drawn(self, t0: int, t1: int, before: np.ndarray, sites: torch.Tensor, gaps: torch.Tensor | None,
+              ev: dict) -> None:
+        """Steps t0 + 1 .. t1 run on the chains' own clocks with every site drawn (memo): the
+        states at the grid from the moves, and every step's site and gap."""
+        self.jumps(t0, t1, before, ev)
+        self.sites[t0 - self.start:t1 - self.start] = sites.numpy()
+        if gaps is not None:
+            self.gaps[t0 - self.start:t1 - self.start] = gaps.numpy()
+
     def block(self, shape: tuple) -> dict:
         block = {"steps": np.array(self.steps, dtype=np.int64),
                  "states": np.stack(self.states) if self.states else np.zeros((0,) + shape, np.int64),
@@ -687,13 +745,18 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
                 rec.jumps(t, end, before, ev)
                 moves += torch.bincount(torch.as_tensor(ev["chain"]), minlength=b)
                 q_now = cache.mean_leave(free)
+            elif mode == "memo":
+                for a in range(t, end, MEMO_WINDOW):
+                    z = min(end, a + MEMO_WINDOW)
+                    before = states.numpy().copy()
+                    sites, gaps, ev, mv, r = memo_segment(scorer, states, spec, gen, cache, a, z)
+                    rec.drawn(a, z, before, sites, gaps, ev)
+                    moves += mv
+                    rows += r
             else:
                 for s in range(t + 1, end + 1):
-                    if mode == "memo":
-                        sites, gaps, moved, r = memo_step(scorer, states, spec, gen, cache)
-                    else:
-                        (sites, gaps, moved), r = _plain_step(scorer, states, spec, gen), b
-                        cache.clear(moved.nonzero().flatten())
+                    (sites, gaps, moved), r = _plain_step(scorer, states, spec, gen), b
+                    cache.clear(moved.nonzero().flatten())
                     moves += moved
                     rows += r
                     rec.step(s, states, sites, gaps)

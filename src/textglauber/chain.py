@@ -72,7 +72,7 @@ from .vocabulary import AllowedVocab
 MODES = ("plain", "memo", "jump", "auto")
 ROW_BUDGET = 1 << 23          # scores (rows x |A|) per scorer call in a jump's batched pass
 AUTO_FIRST = 4                # steps of the auto mode's first (memo) segment, which only looks
-AUTO_SEGMENT = 16             # steps per memo or plain segment of the auto mode
+AUTO_SEGMENT = 16             # steps of a plain segment of the auto mode, and the first of a memo or jump stretch
 AUTO_JUMP_MAX = 1 << 20       # longest jump segment of the auto mode (doubles from AUTO_SEGMENT)
 # the fixed work of the modes, in rounds of the plain engine (fitted to the tiny MLM on a CPU:
 # a memo step that needs no model call, one that does, a jump round)
@@ -301,7 +301,9 @@ class Policy:
     one more per segment of L steps); r rows per site (1 for chains, 2 for pairs), c what
     remembering a row costs (``summary_cost``). It leaves the mode it ran only for one estimated
     at most HYSTERESIS of its cost. The rule only sees counts, never clocks, so a run stays
-    exactly repeatable."""
+    exactly repeatable. A mode chosen again runs twice as long a segment as before (memo up to
+    :data:`MEMO_WINDOW`, jump up to :data:`AUTO_JUMP_MAX`): a longer memo segment lets its chains
+    run further apart on their own clocks, and so fills its rounds with more rows."""
 
     mode: str
     m: int
@@ -341,8 +343,8 @@ class Policy:
         best = min(cost, key=cost.get)
         if mode in cost and cost[best] > HYSTERESIS * cost[mode]:
             best = mode                       # not worth a switch: estimates of q are noisy
-        if best == "jump" and self.current == "jump":
-            self.length = min(2 * self.length, AUTO_JUMP_MAX)
+        if best == self.current and best in ("jump", "memo"):  # longer memo windows batch more rows per round
+            self.length = min(2 * self.length, AUTO_JUMP_MAX if best == "jump" else MEMO_WINDOW)
         else:
             self.length = AUTO_SEGMENT
         self.current = best

@@ -205,12 +205,17 @@ def test_metastable_targets_take_the_least_cell_of_each_kind():
             {"mode": "auto", "start": "burned in", "temperature": 2.0, "cell_noop_share": 0.1, "speedup": 0.97},
             {"mode": "jump", "start": "burned in", "temperature": 2.0, "cell_noop_share": 0.1, "speedup": 0.3},
             {"mode": "auto", "start": "perfect trap", "temperature": 0.25, "cell_noop_share": 1.0, "speedup": 25.0}]
-    rows = [{"model": "m", "n": 20, **r} for r in rows]
+    rows = [{"model": "m", "n": 20, "passes_per_step": 0.25, **r} for r in rows]
+    rows.append({**rows[1], "mode": "memo", "passes_per_step": 0.4, "speedup": 2.2})      # the 0.5 cell's fewest rows
     t = bench.metastable_targets(pd.DataFrame(rows)).set_index("target")
     assert t.measured.tolist() == [1.5, 25.0, 0.97] and t.cells.tolist() == [2, 1, 1]
     assert t.met.tolist() == [False, True, True]
     assert t["least cell"].tolist() == ["m, n 20, temperature 0.5", "m, n 20, temperature 0.25",
                                         "m, n 20, temperature 2"]
+    # the fewest rows of memo or jump in the deciding cell: memo's 0.4 at T = 0.5, jump's 0.25 at
+    # T = 2, none in the trap cell (it has auto alone here)
+    assert t["row bound"].tolist()[0] == 1 / 0.4 and t["row bound"].tolist()[2] == 1 / 0.25
+    assert pd.isna(t["row bound"].tolist()[1])
 
 
 def test_perfect_trap_is_an_argmax_fixed_point(small_scorer):

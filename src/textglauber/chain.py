@@ -237,9 +237,9 @@ class SiteCache:
         self.valid[units, sites] = True
 
     def at(self, units: torch.Tensor, sites: torch.Tensor) -> dict:
-        """The fields at the (unit, site) pairs, one gather for all of them."""
+        """The fields at the (unit, site) pairs (index tensors of any one shape), one gather for all of them."""
         got = self.values[units, sites]
-        return {f: got[:, j] for f, j in self.col.items()}
+        return {f: got[..., j] for f, j in self.col.items()}
 
     def leave(self, units: torch.Tensor, free: torch.Tensor) -> torch.Tensor:
         return self.values[units][:, free, self.col["leave"]]
@@ -474,7 +474,7 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
     make one small call per step, and the Python work is per round rather than per step.
 
     Returns (sites (S, B) long, gaps (S, B) or None, moves: dict of arrays time, chain, site and
-    token in the order made, moves per chain (B,), rows scored)."""
+    token in the order made, rows scored)."""
     b, n = states.shape
     S = t1 - t0
     drawn = [_draws(b, n, spec, gen) for _ in range(S)]
@@ -483,7 +483,6 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
     gaps = torch.full((S, b), math.nan, dtype=torch.float32) if spec.record_gaps else None
     ptr = torch.zeros(b, dtype=torch.long)              # the next step (0-based in the stretch) of each chain
     steps_ahead = torch.arange(S)
-    moves_per_chain = torch.zeros(b, dtype=torch.long)
     events, rows = [], 0
 
     def advance(chains: torch.Tensor) -> None:
@@ -492,15 +491,15 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
             return
         st, uu = sites[:, chains], u[:, chains]                      # (S, k)
         col = chains[None, :].expand(S, -1)
-        c = cache.values[col, st]                                    # (S, k, fields)
-        v = uu * c[..., cache.col["tot"]]
-        hit = cache.valid[col, st] & (c[..., cache.col["lo"]] <= v) & (v < c[..., cache.col["hi"]])
+        c = cache.at(col, st)                                        # fields of shape (S, k)
+        v = uu * c["tot"]
+        hit = cache.valid[col, st] & (c["lo"] <= v) & (v < c["hi"])
         need = ~hit & (steps_ahead[:, None] >= ptr[chains][None, :])
         first = torch.where(need.any(0), need.float().argmax(0), torch.full((len(chains),), S))
         if gaps is not None:                                         # the remembered gaps of the skipped steps
             skip = hit & (steps_ahead[:, None] >= ptr[chains][None, :]) & (steps_ahead[:, None] < first[None, :])
             t_i, k_i = skip.nonzero(as_tuple=True)
-            gaps[t_i, chains[k_i]] = c[t_i, k_i, cache.col["gap"]].float()
+            gaps[t_i, chains[k_i]] = c["gap"][t_i, k_i].float()
         ptr[chains] = first
 
     advance(torch.arange(b))
@@ -527,14 +526,13 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
             tok = scorer.vocab.ids.to(idx.device)[idx[go.to(idx.device)]].to(states.device)
             states[mv, sn[go]] = tok
             cache.clear(mv)
-            moves_per_chain[mv] += 1
             events.append(torch.stack([t0 + at[go] + 1, mv, sn[go], tok.cpu()]))
         ptr[wait] += 1
         advance(wait)
     ev = torch.cat(events, 1) if events else torch.zeros((4, 0), dtype=torch.long)
     order = torch.argsort(ev[0], stable=True)
     ev = ev[:, order].numpy()
-    return sites, gaps, dict(zip(("time", "chain", "site", "token"), ev)), moves_per_chain, rows
+    return sites, gaps, dict(zip(("time", "chain", "site", "token"), ev)), rows
 
 
 def jump_segment(scorer: Scorer, states: torch.Tensor, cache: SiteCache, spec: ChainSpec, gen: torch.Generator,
@@ -751,9 +749,9 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
                 for a in range(t, end, MEMO_WINDOW):
                     z = min(end, a + MEMO_WINDOW)
                     before = states.numpy().copy()
-                    sites, gaps, ev, mv, r = memo_segment(scorer, states, spec, gen, cache, a, z)
+                    sites, gaps, ev, r = memo_segment(scorer, states, spec, gen, cache, a, z)
                     rec.drawn(a, z, before, sites, gaps, ev)
-                    moves += mv
+                    moves += torch.bincount(torch.as_tensor(ev["chain"]), minlength=b)
                     rows += r
             else:
                 for s in range(t + 1, end + 1):

@@ -155,7 +155,7 @@ def wrong(monkeypatch):
         elif kind == "wrong holding probability":          # 1 - pi_i(x_i) distorted state by state
             monkeypatch.setattr(chain, "leave_probability", lambda s, pos, T: leave(s, pos, T) ** 0.5)
         elif kind == "cache survives a move":
-            monkeypatch.setattr(chain.SiteCache, "clear", lambda self, units: None)
+            monkeypatch.setattr(chain.SiteCache, "enter", lambda self, units, states: None)
         elif kind == "pair holds as its first member":     # the pair's leave probability of X alone
             monkeypatch.setattr(coupling, "pair_leave", lambda p, q, xp, yp: chain.without(p, xp).sum(-1))
         elif kind == "pair move not conditioned":          # the unconditioned coupling may keep (x_i, y_i)
@@ -224,6 +224,61 @@ def test_memo_rounds_fall_with_the_window_where_chains_hold(basins, monkeypatch)
         chain.run(counted, init, ChainSpec(temperature=0.3, steps=400, mode="memo"), seed=3)
         calls[window] = counted.calls
     assert calls[1] <= 400 and calls[256] < 0.5 * calls[1]
+
+
+def _rows_needed(run, share: bool) -> int:
+    """Rows a memo engine must score along a plain run, counted from the run alone (one step per
+    round, every chain in step): a step needs the row of (state, site) when its chain moves there,
+    or when that row was never scored before (``share``: by any chain at any earlier step, in any
+    state visited; otherwise by this chain since its last move). Chains at one state and site in
+    the same step share a row where ``share``."""
+    seen, rows = set(), 0
+    mine = [set() for _ in range(run.states.shape[1])]
+    for t in range(len(run.sites)):
+        need = set()
+        for b in range(run.states.shape[1]):
+            x, i = run.states[t, b].tobytes(), int(run.sites[t, b])
+            moves = not np.array_equal(run.states[t + 1, b], run.states[t, b])
+            known = (x, i) in seen if share else (x, i) in mine[b]
+            if moves or not known:
+                need.add((x, i) if share else (b, x, i))
+            mine[b] = set() if moves else mine[b] | {(x, i)}
+        seen |= {k for k in need} if share else set()
+        rows += len(need)
+    return rows
+
+
+@pytest.mark.parametrize("chains, window", [(1, 256), (16, 1)])
+def test_memo_remembers_states_it_left_and_shares_them_across_chains(basins, monkeypatch, chains, window):
+    """On the basins chain at T = 0.3, chains go back and forth between a few states. The memo mode
+    keeps every state's scored rows after a chain leaves it, for any chain that comes back or
+    arrives: its rows equal the count read off the plain run (a row per move, and per (state,
+    site) never scored before), which is well below what a memo that forgets a state on leaving
+    would score; the trajectory is still plain's bit for bit. One chain on its own clock, and 16
+    chains in step (a window of one step, where the order of rounds is the plain order)."""
+    monkeypatch.setattr(chain, "MEMO_WINDOW", window)
+    init = basins.vocab.ids[torch.randint(3, (chains, 3), generator=torch.Generator().manual_seed(5))]
+    spec = dict(temperature=0.3, steps=600, record_every=1, record_gaps=True)
+    plain = chain.run(basins, init, ChainSpec(**spec, mode="plain"), seed=2)
+    counted = RowCounter(basins)
+    memo = chain.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2)
+    assert _same_run(plain, memo)
+    assert counted.rows == _rows_needed(plain, share=True)
+    assert counted.rows < 0.7 * _rows_needed(plain, share=False)
+
+
+def test_memo_that_forgets_visited_states_scores_the_rows_counted_without_memory(basins, monkeypatch):
+    """The count can fail: a memo that gives a chain an empty slot at every move (the cache of one
+    state, as before states were kept) keeps plain's trajectory but scores the rows counted
+    without memory, not those counted with it."""
+    monkeypatch.setattr(chain, "MEMO_WINDOW", 1)
+    monkeypatch.setattr(chain.SiteCache, "enter", lambda self, units, states: self.clear(units))
+    init = basins.vocab.ids[torch.randint(3, (1, 3), generator=torch.Generator().manual_seed(5))]
+    spec = dict(temperature=0.3, steps=600, record_every=1, record_gaps=True)
+    plain = chain.run(basins, init, ChainSpec(**spec, mode="plain"), seed=2)
+    counted = RowCounter(basins)
+    assert _same_run(plain, chain.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2))
+    assert counted.rows == _rows_needed(plain, share=False) > _rows_needed(plain, share=True)
 
 
 def test_memo_with_a_stale_cache_leaves_the_plain_trajectory(table, wrong):
@@ -335,7 +390,7 @@ def test_holding_time_in_a_deep_trap(basins):
 def test_first_changes_are_the_first_moves_of_a_jump_run(table):
     """Same seed: first_changes gives each chain's first step of change in run(mode='jump'), read
     from ``sites`` (step t is entry t - 1, the first one >= 0), the same site changed, the same
-    censored chains, and m rows per chain."""
+    censored chains, and m rows for the shared start plus a row per move of the chains after the first."""
     ex, P = kernel(table, 3, 0.5)
     x = int(np.argmin(np.abs(np.diag(P) - 0.8)))                 # mean hold ~5 steps: some pass 12
     start = torch.as_tensor(ex.states[x]).repeat(300, 1)
@@ -351,7 +406,9 @@ def test_first_changes_are_the_first_moves_of_a_jump_run(table):
     assert (changed.sum(1) == np.where(fc.censored, 0, 1)).all()
     left = ~fc.censored
     assert np.array_equal(changed[left].argmax(1), r.sites[first[left] - 1, np.flatnonzero(left)])
-    assert fc.rows == counted.rows == 300 * 3
+    # the 300 chains share their start: its 3 sites are scored once (for chain 0, which draws its
+    # move from those rows), and every other chain that moves scores the row of its move
+    assert fc.rows == counted.rows == 3 + left.sum() - left[0]
 
 
 @pytest.fixture(scope="module")
@@ -389,7 +446,8 @@ def test_holding_times_in_the_deepest_trap_follow_the_exact_geometric_law(smoke_
     assert 1 / q > 1e6
     assert geometric_pvalue(np.where(fc.censored, np.inf, fc.steps), 1 - q) > ALPHA
     assert _mean_z(fc, steps, q) < st.norm.isf(ALPHA / 2)
-    assert rows == 2000 * 4
+    left = ~fc.censored
+    assert rows == 4 + left.sum() - left[0]                      # the trap's 4 rows once, a row per later move
     assert np.where(fc.censored, steps, fc.steps).sum() > 1e9
 
 
@@ -429,7 +487,8 @@ def test_geometric_mean_interval_covers_at_its_level_with_and_without_censoring(
 def test_holding_check_sorts_the_deepest_traps_and_counts_what_it_spent(smoke_traps):
     """exact.holding_check on the smoke chain at T = 0.1: the traps come deepest first with the
     exact mean hold 1 / (1 - P(x, x)) of exact.exit_time, every exact mean inside its 99.9%
-    interval, the censored count and the chain-steps consistent with the budget, m rows per chain."""
+    interval, the censored count and the chain-steps consistent with the budget, the trap's m rows
+    once and a row per move."""
     T, chains, budget = 0.1, 300, 5000
     P = exact.glauber_kernel(smoke_traps, 4, T).kernel
     df = exact.holding_check(smoke_traps, T, traps=3, chains=chains, steps=budget,
@@ -441,7 +500,9 @@ def test_holding_check_sorts_the_deepest_traps_and_counts_what_it_spent(smoke_tr
         members[x] = True
         assert m == pytest.approx(exact.exit_time(P, members)[0], rel=1e-9)
     assert df["exact inside CI"].all()
-    assert (df["jumps"] + df["censored"] == chains).all() and (df["rows scored"] == chains * 4).all()
+    assert (df["jumps"] + df["censored"] == chains).all()
+    # each trap's 4 rows once for its chains, and a row per move (the first chain's comes from those 4)
+    assert ((df["rows scored"] - 4 - df["jumps"]).isin([-1, 0])).all()
     assert (df["steps simulated"] >= df["jumps"] + df["censored"] * budget).all()
     assert (df["steps simulated"] <= chains * budget).all()
     assert df["censored"].iloc[0] > 0 and df["censored"].iloc[1:].eq(0).all()   # mean ~2,750 against 5,000

@@ -23,7 +23,10 @@ at low temperature most steps rewrite the token already there.
   chain remembers, for each site it has scored in its current state, the interval of uniforms
   that keeps its current token there. A step whose site is remembered and whose uniform falls
   in that interval changes nothing and needs no model call; only the other chains enter the
-  step's batch, and any change of a chain's state clears what it remembers. The trajectory is
+  step's batch. What is remembered belongs to the state, not to the chain: chains at one state
+  share it (and one row per site), and it is kept after they leave, so a chain that comes back
+  to a state, or reaches one another chain has scored, starts with those sites known (up to
+  :data:`MEMO_STATES` states, the least recently entered given up first). The trajectory is
   the plain engine's: bit for bit on a scorer whose rows do not depend on the batch (a table),
   up to the float rounding of a row scored in another batch otherwise.
 - ``jump``: rejection-free (the n-fold way of Bortz, Kalos and Lebowitz, 1975). Once the m
@@ -38,9 +41,10 @@ at low temperature most steps rewrite the token already there.
   observed in the run so far (a deterministic rule, :class:`Policy`), so the run stays
   exactly repeatable and resumable. It never jumps when gaps are recorded.
 
-What is remembered per chain and site, whatever |A| is: the keep-interval (three float64
+What is remembered per state and site, whatever |A| is: the keep-interval (three float64
 numbers), the leave probability 1 - pi_i(x_i | x_{-i}) and, with ``record_gaps``, the score
-gap of the current token: O(chains x n) numbers, never a row of |A| scores (64 chains x 64
+gap of the current token: O(states x n) numbers (at most :data:`STATE_MEMORY` bytes), never a
+row of |A| scores (64 chains x 64
 sites x 30k tokens of rows would be 500 MB). The price: a step that moves at a remembered site
 scores that row again (memo), and a jump scores the row of the changing site once more when it
 was remembered rather than scored in the same round (jump after memo in ``auto``). Rows are
@@ -81,6 +85,8 @@ MEMO_WINDOW = 256             # steps the memo mode's chains run on their own cl
 HYSTERESIS = 0.9              # auto leaves its current mode for one estimated at most this share of its cost
 TABLE_ROUND_COST = 64.0       # a round's fixed cost in rows for scorers without a model (tables)
 CHAIN_FIELDS = ("lo", "hi", "tot", "leave", "gap")
+STATE_MEMORY = 16 << 20       # bytes of a chain cache's slots: the scored states it keeps (at most MEMO_STATES)
+MEMO_STATES = 4096
 
 
 class Scorer(Protocol):
@@ -216,47 +222,125 @@ def score_gap(scores: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 class SiteCache:
-    """What each chain (or pair) knows about its current state, per site: named float64 fields
-    packed in one (units, n, fields) tensor on the CPU, valid where ``valid`` is set. A change
-    of a unit's state must ``clear`` it."""
+    """What is known about the units' (chains' or pairs') current states, per site: named float64
+    fields packed in one (slots, n, fields) tensor on the CPU, valid where ``slot_valid`` is set;
+    each unit reads and writes the slot of its current state.
 
-    def __init__(self, units: int, n: int, fields: tuple[str, ...]):
+    Without ``capacity`` every unit has a slot of its own, and a change of its state must
+    ``clear`` it. With ``capacity``, a slot belongs to a state (its token ids) rather than to a
+    unit: units at the same state share it, and it outlives the visit. A unit whose state changes
+    must ``enter`` the new state, which points it at that state's slot, holding whatever any unit
+    scored there before (a chain back in a state it, or another chain, has scored finds those
+    sites known; the conditional at a site is a function of the state alone). Slots that no unit
+    holds are reused, the least recently entered first, once ``capacity`` of them are taken."""
+
+    def __init__(self, units: int, n: int, fields: tuple[str, ...], capacity: int | None = None):
         self.fields = tuple(fields)
         self.col = {f: j for j, f in enumerate(self.fields)}
-        self.valid = torch.zeros((units, n), dtype=torch.bool)
-        self.values = torch.zeros((units, n, len(self.fields)), dtype=torch.float64)
+        self.keyed = capacity is not None
+        size = max(int(capacity), 2 * units) if self.keyed else units
+        self.slot_valid = torch.zeros((size, n), dtype=torch.bool)
+        self.slot_values = torch.zeros((size, n, len(self.fields)), dtype=torch.float64)
+        self.slot = torch.arange(units)                  # each unit's slot
+        self.used = torch.full((size,), -1, dtype=torch.long)   # when each slot was last entered
+        self.key_of: list = [None] * size                 # the state a slot belongs to (None: a unit's own)
+        self.index: dict = {}                             # state -> slot
+        self.tick = 0
+
+    @property
+    def valid(self) -> torch.Tensor:
+        """(units, n): which sites of each unit's current state are known."""
+        return self.slot_valid[self.slot]
+
+    def _fresh(self, k: int, keep: torch.Tensor) -> torch.Tensor:
+        """k empty slots that no unit holds and not in ``keep``, the least recently entered first."""
+        free = torch.ones(len(self.used), dtype=torch.bool)
+        free[self.slot] = False
+        free[keep] = False
+        order = torch.argsort(torch.where(free, self.used, torch.full_like(self.used, 1 << 62)), stable=True)[:k]
+        for s in order.tolist():
+            if self.key_of[s] is not None:
+                del self.index[self.key_of[s]]
+                self.key_of[s] = None
+        self.slot_valid[order] = False
+        return order
 
     def clear(self, units: torch.Tensor) -> None:
-        self.valid[units] = False
+        """Forget what is known about the units' states (with capacity, each gets an empty slot of its own)."""
+        units = torch.as_tensor(units, dtype=torch.long).flatten()
+        if not self.keyed:
+            self.slot_valid[self.slot[units]] = False
+            return
+        self.slot[units] = self._fresh(len(units), self.slot[:0])
+
+    def enter(self, units: torch.Tensor, states: torch.Tensor) -> None:
+        """Units now at ``states`` (rows of token ids): point each at its state's slot (a new one for
+        a state not seen, or no longer kept). Without capacity, this is ``clear``."""
+        units = torch.as_tensor(units, dtype=torch.long).flatten()
+        if not self.keyed:
+            self.clear(units)
+            return
+        if len(units) == 0:
+            return
+        self.tick += 1
+        keys = [r.tobytes() for r in states.detach().cpu().numpy()]
+        found = [self.index.get(k, -1) for k in keys]
+        new = list(dict.fromkeys(k for k, s in zip(keys, found) if s < 0))
+        known = torch.as_tensor([s for s in found if s >= 0], dtype=torch.long)
+        for k, s in zip(new, self._fresh(len(new), known).tolist()):
+            self.index[k], self.key_of[s] = s, k
+        slots = torch.as_tensor([self.index[k] for k in keys], dtype=torch.long)
+        self.slot[units] = slots
+        self.used[slots] = self.tick
 
     def store(self, units: torch.Tensor, sites: torch.Tensor, values: dict) -> None:
         row = torch.zeros((len(units), len(self.fields)), dtype=torch.float64)
         for f, v in values.items():
             row[:, self.col[f]] = v.to(torch.float64).cpu()
-        self.values[units, sites] = row
-        self.valid[units, sites] = True
+        slots = self.slot[units]
+        self.slot_values[slots, sites] = row
+        self.slot_valid[slots, sites] = True
 
     def at(self, units: torch.Tensor, sites: torch.Tensor) -> dict:
         """The fields at the (unit, site) pairs (index tensors of any one shape), one gather for all of them."""
-        got = self.values[units, sites]
+        got = self.slot_values[self.slot[units], sites]
         return {f: got[..., j] for f, j in self.col.items()}
 
     def leave(self, units: torch.Tensor, free: torch.Tensor) -> torch.Tensor:
-        return self.values[units][:, free, self.col["leave"]]
+        return self.slot_values[self.slot[units]][:, free, self.col["leave"]]
 
     def mean_leave(self, free: torch.Tensor) -> torch.Tensor:
         """Each unit's leave probability q where every free site is known, NaN elsewhere."""
-        q = self.values[:, free, self.col["leave"]].mean(1)
+        q = self.slot_values[self.slot][:, free, self.col["leave"]].mean(1)
         return torch.where(self.valid[:, free].all(1), q, torch.full_like(q, math.nan))
 
     def state(self) -> dict:
-        return {"fields": self.fields, "valid": self.valid, "values": self.values}
+        return {"fields": self.fields, "keyed": self.keyed, "slot_valid": self.slot_valid,
+                "slot_values": self.slot_values, "slot": self.slot, "used": self.used, "key_of": self.key_of,
+                "tick": self.tick}
 
     @classmethod
     def restore(cls, saved: dict) -> "SiteCache":
-        out = cls(*saved["valid"].shape, saved["fields"])
-        out.valid, out.values = saved["valid"], saved["values"]
+        if "slot" not in saved:                        # a checkpoint from before slots: one per chain
+            out = cls(*saved["valid"].shape, saved["fields"])
+            out.slot_valid, out.slot_values = saved["valid"], saved["values"]
+            return out
+        out = cls(0, saved["slot_valid"].shape[1], saved["fields"])
+        out.keyed = saved["keyed"]
+        out.slot_valid, out.slot_values = saved["slot_valid"], saved["slot_values"]
+        out.slot, out.used, out.key_of, out.tick = saved["slot"], saved["used"], list(saved["key_of"]), saved["tick"]
+        out.index = {k: s for s, k in enumerate(out.key_of) if k is not None}
         return out
+
+
+def chain_cache(states: torch.Tensor) -> SiteCache:
+    """The cache of a batch of chains: a slot per state, shared by the chains at it and kept after
+    they leave (as many states as fit in :data:`STATE_MEMORY`, up to :data:`MEMO_STATES`)."""
+    b, n = states.shape
+    per_state = n * (8 * len(CHAIN_FIELDS) + 1)
+    cache = SiteCache(b, n, CHAIN_FIELDS, capacity=min(MEMO_STATES, max(1, STATE_MEMORY // per_state)))
+    cache.enter(torch.arange(b), states)
+    return cache
 
 
 def round_cost(scorer: Scorer, n: int) -> float:
@@ -403,6 +487,11 @@ def jump_round(act: torch.Tensor, clock: torch.Tensor, t_end: int, u: torch.Tens
 
     later = []
     fill = (~known).any(1).nonzero().flatten()
+    slots = cache.slot[act[fill]]                       # units at one state share its slot: score it once
+    first = torch.full((len(cache.used),), len(fill), dtype=torch.long).scatter_reduce(
+        0, slots, torch.arange(len(fill)), reduce="amin")
+    lead = first[slots] == torch.arange(len(fill))
+    fill, follow = fill[lead], fill[~lead]
     for g in _groups(fill, (~known[fill]).sum(1) * rows_per_site, max_rows):
         gi, gs = (~known[g]).nonzero(as_tuple=True)
         units, sites = act[g][gi], free[gs]
@@ -415,7 +504,7 @@ def jump_round(act: torch.Tensor, clock: torch.Tensor, t_end: int, u: torch.Tens
         j = where[go, site[go]]
         write(go[j >= 0], _take(mat, j[j >= 0]))
         later.append(go[j < 0])
-    full = known.all(1).nonzero().flatten()
+    full = torch.cat([known.all(1).nonzero().flatten(), follow])
     if len(full):
         later.append(resolve(full))
     later = torch.cat(later) if later else torch.zeros(0, dtype=torch.long)
@@ -457,6 +546,19 @@ def step(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: torch.Gener
     """One Glauber step for every chain, in place. Returns (sites, gaps or None)."""
     sites, gaps, _ = _plain_step(scorer, states, spec, gen)
     return sites, gaps
+
+
+def _unique_rows(scorer: Scorer, states: torch.Tensor, cache: SiteCache, units: torch.Tensor, sites: torch.Tensor):
+    """The scores at the (unit, site) pairs, with one row per distinct (state, site): units that
+    share a state's slot share its rows. Returns (scores, rows scored)."""
+    key = cache.slot[units] * states.shape[1] + sites
+    uniq, inv = torch.unique(key, return_inverse=True)
+    if len(uniq) == len(key):
+        return scorer.scores(states[units], sites), len(key)
+    first = torch.full((len(uniq),), len(key), dtype=torch.long).scatter_reduce(
+        0, inv, torch.arange(len(key)), reduce="amin")
+    s = scorer.scores(states[units[first]], sites[first])
+    return s[inv.to(s.device)], len(uniq)
 
 
 def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: torch.Generator, cache: SiteCache,
@@ -509,15 +611,14 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
             break
         at = ptr[wait]
         sn, uw = sites[at, wait], u[at, wait]
-        s = scorer.scores(states[wait], sn)
-        rows += len(wait)
+        s, r = _unique_rows(scorer, states, cache, wait, sn)
+        rows += r
         cdf = _cdf(s, spec.temperature)
         idx = _search(cdf, uw)
         pos = scorer.vocab.index_of(states[wait, sn])
+        # every row scored is the conditional of the chain's state before this step: remember it
+        cache.store(wait, sn, _chain_summaries(s, cdf, pos, spec))
         kept = idx.cpu() == pos
-        if kept.any():
-            kd = kept.to(s.device)
-            cache.store(wait[kept], sn[kept], _chain_summaries(s[kd], cdf[kd], pos[kept], spec))
         if gaps is not None:
             gaps[at, wait] = score_gap(s, idx).float().cpu()
         go = ~kept
@@ -525,7 +626,7 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
             mv = wait[go]
             tok = scorer.vocab.ids.to(idx.device)[idx[go.to(idx.device)]].to(states.device)
             states[mv, sn[go]] = tok
-            cache.clear(mv)
+            cache.enter(mv, states[mv])
             events.append(torch.stack([t0 + at[go] + 1, mv, sn[go], tok.cpu()]))
         ptr[wait] += 1
         advance(wait)
@@ -570,7 +671,7 @@ def jump_segment(scorer: Scorer, states: torch.Tensor, cache: SiteCache, spec: C
         rows += r
         chains = act[mv]
         states[chains, site] = ids[tok].to(states.device)
-        cache.clear(chains)
+        cache.enter(chains, states[chains])
         clock[act] = float(t1)
         clock[chains] = t_next
         events.append(torch.stack([t_next.long(), chains, site, ids[tok]]))
@@ -594,7 +695,8 @@ def first_changes(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int
     engine: each chain's free sites are scored once (batched passes), its holding time is drawn
     from the geometric law with its leave probability, and its move is drawn where that time is
     within the budget. A hold of millions of steps costs m rows, where the plain engine scores a
-    row per step; a chain whose holding time exceeds the budget is censored.
+    row per step (chains that start at one state share its m rows, and a chain that moves scores
+    the row it draws its new token from); a chain whose holding time exceeds the budget is censored.
 
     The mode in ``spec`` is not read (this is the jump engine). Same seed: the first moves of
     ``run(scorer, init, spec, seed)`` in mode ``jump`` with ``checkpoint_every >= spec.steps``,
@@ -604,7 +706,7 @@ def first_changes(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int
     validate(scorer, init, spec)
     gen = torch.Generator().manual_seed(int(seed))
     states = init.clone()
-    cache = SiteCache(*states.shape, CHAIN_FIELDS)
+    cache = chain_cache(states)
     ev, rows = jump_segment(scorer, states, cache, spec, gen, 0, spec.steps, max_rows, rounds=1)
     at = np.zeros(len(states), np.int64)
     at[ev["chain"]] = ev["time"]
@@ -694,7 +796,7 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
     done = 0
     chunks: list[dict] = []
     ckpt = None
-    cache = SiteCache(b, n, CHAIN_FIELDS)
+    cache = chain_cache(states)
 
     def policy_for(mode):
         return Policy(mode=mode, m=len(free), round_cost=round_cost(scorer, n), row_extra=summary_cost(scorer),
@@ -756,7 +858,8 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
             else:
                 for s in range(t + 1, end + 1):
                     (sites, gaps, moved), r = _plain_step(scorer, states, spec, gen), b
-                    cache.clear(moved.nonzero().flatten())
+                    mv = moved.nonzero().flatten()
+                    cache.enter(mv, states[mv])
                     moves += moved
                     rows += r
                     rec.step(s, states, sites, gaps)

@@ -312,7 +312,8 @@ def holding_check(table: "TabulatedScorer", temperature: float, *, traps: int, c
 
     Each of the ``traps`` states with the longest exact expected holding time 1 / (1 - P(x, x))
     starts ``chains`` chains of the engine, which leave it by one jump each
-    (:func:`textglauber.chain.first_changes`): m rows scored per chain, however long it holds.
+    (:func:`textglauber.chain.first_changes`): the trap's m rows, scored once for all its chains,
+    and a row for each chain that leaves, however long it holds.
     A chain still there after ``steps`` steps is censored. The estimate of the mean is the
     geometric law's maximum likelihood under censoring with its interval at ``level``
     (:func:`textglauber.stats.geometric_mean_ci`). One row per trap: the exact and simulated

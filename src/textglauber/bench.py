@@ -639,10 +639,11 @@ def metastable_targets(df: pd.DataFrame) -> pd.DataFrame:
 
     ``row bound``: in the least cell, plain's rows per chain-step (one) over the fewest that memo
     or jump scored. A mode that spends as much per row as plain cannot beat plain by more than
-    this, whatever its bookkeeping costs: a count, not a clock. Memo's rows per step are about
-    m q / (1 + (m - 1) q) at move rate q on m sites (the distinct sites a chain visits while it
-    holds), jump's m q, so at a no-op share of 0.9 on 20 sites neither can reach 2x (0.69 and 2
-    rows per step)."""
+    this, whatever its bookkeeping costs: a count, not a clock. A chain that never came back to
+    a state would need about m q / (1 + (m - 1) q) rows per step in memo at move rate q on m
+    sites (the distinct sites it visits while it holds) and m q in jump: 0.69 and 2 at a no-op
+    share of 0.9 on 20 sites, short of 2x. What the modes remember is kept per state, so chains
+    that return to states, or share them, need fewer, and the measured count is what bounds."""
     auto = df[df["mode"] == "auto"]
     cases = (("x plain where the no-op share >= 0.9 (least cell)", auto[(auto.cell_noop_share >= 0.9)
                                                                        & (auto.start != "perfect trap")], 2.0),

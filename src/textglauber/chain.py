@@ -377,17 +377,18 @@ class Policy:
     every segment, estimates the cost per unit-step (chain or pair) of each mode from what the
     segment showed, in rows of the scorer plus the fixed cost K of a round (``round_cost``) over
     the k live units, and picks the cheapest. With q_b each unit's observed move rate (after a
-    jump segment, its exact leave probability where its current state is fully scored) and m
-    free sites: plain r + K/k; memo r rho (1 + c) + (K/k)(MEMO_CALL (1 - exp(-k rho)) +
-    MEMO_ROUNDS) with rho the memo's rows per step (observed, or m q / (1 + (m - 1) q), the
-    expected number of distinct sites scored per visit over the expected holding time, for a
-    chain that finds nothing of its state remembered); jump r m mean(q) (1 + c) + (K/k)(JUMP_ROUNDS
-    max(q) + 1/L) (a round per move of the busiest unit, one more per segment of L steps); r rows
-    per site (1 for chains, 2 for pairs), c what remembering a row costs (``summary_cost``). It leaves the mode it ran only for one estimated
-    at most HYSTERESIS of its cost. The rule only sees counts, never clocks, so a run stays
-    exactly repeatable. A mode chosen again runs twice as long a segment as before (memo up to
-    :data:`MEMO_WINDOW`, jump up to :data:`AUTO_JUMP_MAX`): a longer memo segment lets its chains
-    run further apart on their own clocks, and so fills its rounds with more rows."""
+    jump segment, its exact leave probability where its current state is fully scored) and m free
+    sites: plain r + K/k; memo r rho (1 + c) + (K/k)(MEMO_CALL (1 - exp(-k rho)) + MEMO_ROUNDS)
+    with rho the memo's rows per step (observed, or m q / (1 + (m - 1) q), the expected number of
+    distinct sites scored per visit over the expected holding time, for a chain that finds nothing
+    of its state remembered); jump r m mean(q) (1 + c) + (K/k)(JUMP_ROUNDS max(q) + 1/L) (a round
+    per move of the busiest unit, one more per segment of L steps); r rows per site (1 for chains,
+    2 for pairs), c what remembering a row costs (``summary_cost``). It leaves the mode it ran
+    only for one estimated at most HYSTERESIS of its cost. The rule only sees counts, never
+    clocks, so a run stays exactly repeatable. A mode chosen again runs twice as long a segment as
+    before (memo up to :data:`MEMO_WINDOW`, jump up to :data:`AUTO_JUMP_MAX`): a longer memo
+    segment lets its chains run further apart on their own clocks, and so fills its rounds with
+    more rows."""
 
     mode: str
     m: int

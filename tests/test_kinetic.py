@@ -243,7 +243,8 @@ def _rows_needed(run, share: bool) -> int:
             if moves or not known:
                 need.add((x, i) if share else (b, x, i))
             mine[b] = set() if moves else mine[b] | {(x, i)}
-        seen |= {k for k in need} if share else set()
+        if share:
+            seen |= need
         rows += len(need)
     return rows
 

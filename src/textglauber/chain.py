@@ -43,9 +43,9 @@ at low temperature most steps rewrite the token already there.
 
 What is remembered per state and site, whatever |A| is: the keep-interval (three float64
 numbers), the leave probability 1 - pi_i(x_i | x_{-i}) and, with ``record_gaps``, the score
-gap of the current token: O(states x n) numbers (at most :data:`STATE_MEMORY` bytes), never a
-row of |A| scores (64 chains x 64
-sites x 30k tokens of rows would be 500 MB). The price: a step that moves at a remembered site
+gap of the current token: O(states x n) numbers (about :data:`STATE_MEMORY` bytes, or two
+states per chain where that is more), never a row of |A| scores (64 chains x 64 sites x 30k
+tokens of rows would be 500 MB). The price: a step that moves at a remembered site
 scores that row again (memo), and a jump scores the row of the changing site once more when it
 was remembered rather than scored in the same round (jump after memo in ``auto``). Rows are
 held only inside a scorer call, at most :data:`ROW_BUDGET` scores per call in a jump's batched
@@ -86,7 +86,7 @@ HYSTERESIS = 0.9              # auto leaves its current mode for one estimated a
 TABLE_ROUND_COST = 64.0       # a round's fixed cost in rows for scorers without a model (tables)
 CHAIN_FIELDS = ("lo", "hi", "tot", "leave", "gap")
 STATE_MEMORY = 16 << 20       # bytes of a chain cache's slots: the scored states it keeps (at most MEMO_STATES)
-MEMO_STATES = 4096
+MEMO_STATES = 4096            # states a chain cache keeps at most (never fewer than two per chain)
 
 
 class Scorer(Protocol):
@@ -488,10 +488,8 @@ def jump_round(act: torch.Tensor, clock: torch.Tensor, t_end: int, u: torch.Tens
 
     later = []
     fill = (~known).any(1).nonzero().flatten()
-    slots = cache.slot[act[fill]]                       # units at one state share its slot: score it once
-    first = torch.full((len(cache.used),), len(fill), dtype=torch.long).scatter_reduce(
-        0, slots, torch.arange(len(fill)), reduce="amin")
-    lead = first[slots] == torch.arange(len(fill))
+    first, group = _first_of_each(cache.slot[act[fill]])   # units at one state share its slot: score it once
+    lead = first[group] == torch.arange(len(fill))
     fill, follow = fill[lead], fill[~lead]
     for g in _groups(fill, (~known[fill]).sum(1) * rows_per_site, max_rows):
         gi, gs = (~known[g]).nonzero(as_tuple=True)
@@ -549,17 +547,21 @@ def step(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: torch.Gener
     return sites, gaps
 
 
+def _first_of_each(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the position of each distinct label's first entry, each entry's index into those)."""
+    _, group = torch.unique(labels, return_inverse=True)
+    first = torch.full((int(group.max()) + 1 if len(group) else 0,), len(labels), dtype=torch.long)
+    return first.scatter_reduce(0, group, torch.arange(len(labels)), reduce="amin"), group
+
+
 def _unique_rows(scorer: Scorer, states: torch.Tensor, cache: SiteCache, units: torch.Tensor, sites: torch.Tensor):
     """The scores at the (unit, site) pairs, with one row per distinct (state, site): units that
     share a state's slot share its rows. Returns (scores, rows scored)."""
-    key = cache.slot[units] * states.shape[1] + sites
-    uniq, inv = torch.unique(key, return_inverse=True)
-    if len(uniq) == len(key):
-        return scorer.scores(states[units], sites), len(key)
-    first = torch.full((len(uniq),), len(key), dtype=torch.long).scatter_reduce(
-        0, inv, torch.arange(len(key)), reduce="amin")
+    first, group = _first_of_each(cache.slot[units] * states.shape[1] + sites)
+    if len(first) == len(units):
+        return scorer.scores(states[units], sites), len(units)
     s = scorer.scores(states[units[first]], sites[first])
-    return s[inv.to(s.device)], len(uniq)
+    return s[group.to(s.device)], len(first)
 
 
 def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: torch.Generator, cache: SiteCache,

@@ -91,6 +91,19 @@ def test_paired_quartiles_closed_form():
     """Ratios taken round by round: a drift that slows both variants alike leaves the ratio exact."""
     assert bench.paired_quartiles([2, 4, 8, 16], [1, 2, 4, 8]) == (2.0, 2.0)
     assert bench.paired_quartiles([1, 2, 3, 4, 5], [1, 1, 1, 1, 1]) == (2.0, 4.0)
+    # a variant timed in one round is paired with the other's first round only
+    assert bench.paired_quartiles([6], [2, 1, 1]) == (3.0, 3.0)
+
+
+def test_time_interleaved_times_a_function_once_when_asked():
+    """``once`` is asked after the first round: the functions it names are called in that round
+    only, the others in every round (call counts, no clock involved)."""
+    calls = {"a": 0, "b": 0, "c": 0}
+    fns = {k: (lambda k=k: calls.__setitem__(k, calls[k] + 1)) for k in calls}
+    out, _ = bench._time_interleaved(fns, min_rounds=4, max_rounds=4, warmup=lambda: None,
+                                     once=lambda k: k == "b")
+    assert calls == {"a": 4, "b": 1, "c": 4}
+    assert [len(out[k]) for k in "abc"] == [4, 1, 4]
 
 
 def test_steal_fraction_from_two_proc_stat_readings():
@@ -325,3 +338,30 @@ def test_metastable_grid_resumes_from_its_partial_table(tmp_path, monkeypatch):
     assert sorted(again[again["mode"] == "memo"].steps) == [20, 30, 300]
     measured.clear()
     assert _grid(out, "--fresh") == 0 and len(measured) == 3
+
+
+def test_metastable_losing_mode_is_timed_once_and_a_cell_does_not_depend_on_the_rest_of_the_grid(tmp_path):
+    """At T = 2 jump scores the 5 sites of nearly every new state, far above LOSING_ROWS rows per
+    step: one round; every mode that scores fewer keeps all three. And a grid asked for T = 2
+    alone measures the same chains in that cell (same rows, same no-op shares) as the grid that
+    also holds T = 0.25: each cell's starts and seed follow from its own coordinates."""
+    whole = tmp_path / "whole.csv"
+    assert _grid(whole, "--rounds", "3") == 0
+    df = pd.read_csv(whole)
+    assert ((df.passes_per_step > bench.LOSING_ROWS) == (df.rounds == 1)).all()
+    assert (df.rounds[df.passes_per_step <= bench.LOSING_ROWS] == 3).all()
+    hot = df[(df.temperature == 2) & (df.start != "perfect trap")].set_index("mode")
+    assert hot.loc["jump", "passes_per_step"] > bench.LOSING_ROWS and hot.loc["jump", "rounds"] == 1
+    assert hot.loc["jump", "speedup_q25"] == hot.loc["jump", "speedup_q75"]
+
+    part = tmp_path / "part.csv"
+    assert bench.main(["--metastable", "--models", "tiny-mlm", "--lengths", "5", "--temperatures", "2",
+                       "--chains", "4", "--steps", "30", "--trap-steps", "300", "--rounds", "3",
+                       "--out", str(part)]) == 0
+    alone = pd.read_csv(part)
+    cols = ["start", "temperature", "mode", "passes_per_step", "noop_share", "cell_noop_share", "auto_segments"]
+    key = ["start", "temperature", "mode"]
+    pd.testing.assert_frame_equal(alone[cols].sort_values(key).reset_index(drop=True),
+                                  df[df.temperature == 2][cols].sort_values(key).reset_index(drop=True)
+                                  .pipe(lambda d: pd.concat([d, df[df.start == "perfect trap"][cols]]))
+                                  .sort_values(key).reset_index(drop=True))

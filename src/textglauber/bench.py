@@ -175,13 +175,15 @@ def steal_fraction(before: np.ndarray | None, after: np.ndarray | None) -> float
 def paired_quartiles(num, den) -> tuple[float, float]:
     """25th and 75th percentiles of the per-round ratios ``num[r] / den[r]``. Two variants timed in
     the same round saw the same machine, so the spread of their ratio across rounds says how far
-    the ratio of medians can be trusted on a host whose speed drifts."""
-    r = np.asarray(num, dtype=float) / np.asarray(den, dtype=float)
+    the ratio of medians can be trusted on a host whose speed drifts. Where one variant was timed
+    in fewer rounds, the rounds both have are paired."""
+    k = min(len(num), len(den))
+    r = np.asarray(num[:k], dtype=float) / np.asarray(den[:k], dtype=float)
     return float(np.percentile(r, 25)), float(np.percentile(r, 75))
 
 
 def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 40, target_s: float = 20.0,
-                      memory: PeakMemory | None = None, warmup=None) -> tuple[dict, dict]:
+                      memory: PeakMemory | None = None, warmup=None, once=None) -> tuple[dict, dict]:
     """Seconds per call of each function in every round, timed in interleaved rounds (every variant once
     per round, after one warm-up call each, which also absorbs any compilation), so that drifts
     of the machine's speed hit all variants alike. The first timed round sets how many follow:
@@ -190,7 +192,9 @@ def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 40, targ
     run on, other guests stole up to two fifths of the CPU time in 5 s samples; 15 rounds left
     the median of a 0.1 s call a few percent uncertain). With ``memory``, each function's
     peak memory is read in one more untimed call after its warm-up. ``warmup``: one call that
-    replaces the warm-up calls (for calls that take minutes and compile nothing)."""
+    replaces the warm-up calls (for calls that take minutes and compile nothing). ``once(name)``,
+    asked after the first round: true for a function that is not timed again (its list holds one
+    time)."""
     peaks = {}
     if warmup is not None:
         warmup()
@@ -201,14 +205,17 @@ def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 40, targ
             peaks[k] = memory.measure(fn)
     out = {k: [] for k in fns}
     rounds, r = min_rounds, 0
+    later = dict(fns)
     while r < rounds:
-        for k, fn in fns.items():
+        for k, fn in (fns if r == 0 else later).items():
             t = time.perf_counter()
             fn()
             out[k].append(time.perf_counter() - t)
         if r == 0:
             first = sum(v[0] for v in out.values())
             rounds = int(min(max_rounds, max(min_rounds, np.ceil(target_s / max(first, 1e-9)))))
+            if once is not None:
+                later = {k: fn for k, fn in fns.items() if not once(k)}
         r += 1
     return out, peaks
 
@@ -449,6 +456,7 @@ METASTABLE_MODELS = ("package:antiberty", "package:rxnfp-bert", "trained:english
 METASTABLE_TEMPERATURES = (0.25, 0.5, 0.7, 1.0, 2.0)
 TRAP_TEMPERATURE = 0.25
 TRAP_STEPS = 10_000         # a trap cell's chain length for the modes other than plain: the preprint's chains
+LOSING_ROWS = 2.0           # a mode that scores more rows per step than this (plain: 1) is timed in one round
 
 
 class RowCount:
@@ -510,7 +518,16 @@ def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta:
     per chain at every step, a batch of the same shape whatever the state, so its rate per step does
     not depend on the length it is timed over, and a shorter plain call buys the grid's other
     cells. The cell's no-op share (``cell_noop_share``) is read off memo's trajectory, which is
-    plain's chain (the same site and uniform at every step) over the full length."""
+    plain's chain (the same site and uniform at every step) over the full length.
+
+    Rounds. A mode that scored more than :data:`LOSING_ROWS` rows per step in the first round
+    (jump on the fast side, where every move costs it the m rows of a new state) is not timed
+    again: it does the same work in every round (same starts and seed), so its row count is
+    known, and a mode that must score twice plain's rows cannot win unless a row costs it less
+    than half of what it costs plain. Its ``rounds`` is 1, and its quartiles are those of its one
+    paired ratio. This is a count, not a clock, so which modes are timed again does not depend on
+    the machine. On the fast side one jump call can cost ten plain ones, so the two rounds it skips
+    were most of such a cell's time."""
     from .chain import ChainSpec, run
 
     stats = {}
@@ -526,13 +543,14 @@ def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta:
                        "auto_segments": " ".join(f"{m}:{k}" for m, k in r.modes) if r.modes else ""}
 
     timed, _ = _time_interleaved({m: (lambda m=m: one(m)) for m in METASTABLE_MODES}, min_rounds=rounds,
-                                 max_rounds=rounds, warmup=lambda: one("plain", min(5, length["plain"])))
+                                 max_rounds=rounds, warmup=lambda: one("plain", min(5, length["plain"])),
+                                 once=lambda m: stats[m]["passes_per_step"] > LOSING_ROWS)
     per_step = {m: np.asarray(v) / length[m] for m, v in timed.items()}      # seconds per step of each round
     rate = {m: x0.shape[0] / statistics.median(v) for m, v in per_step.items()}
     return [{**meta, "temperature": T, "mode": m, "steps": length[m], "chain_steps_per_s": rate[m],
              "speedup": rate[m] / rate["plain"],
              **dict(zip(("speedup_q25", "speedup_q75"), paired_quartiles(per_step["plain"], per_step[m]))),
-             "cell_noop_share": stats["memo"]["noop_share"], "rounds": rounds, **stats[m]}
+             "cell_noop_share": stats["memo"]["noop_share"], "rounds": len(timed[m]), **stats[m]}
             for m in METASTABLE_MODES]
 
 
@@ -552,6 +570,13 @@ def _key_context() -> dict:
     return {"code": benchcache.code(), "machine": benchcache.machine(), "environment": buildcache.environment()}
 
 
+def _cell_seed(*coords) -> int:
+    """A seed (below 2^31) that depends on :data:`SEED` and the given coordinates alone."""
+    from . import buildcache
+
+    return int(buildcache.digest([SEED, *coords])[:8], 16) >> 1
+
+
 def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, steps: int = 400, burn: int = 100,
                     device: str = "cpu", dtype: str = "auto", trap: bool = True, rounds: int = 3,
                     trap_steps: int = TRAP_STEPS, plain_steps: int | None = None, done: pd.DataFrame | None = None,
@@ -568,8 +593,9 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
 
     ``done``: rows measured before (a stopped grid's partial table). A cell whose ``cell_key``
     (:func:`metastable_cell_key`) is there with all its modes is taken from it and not measured
-    again; the generator that draws the starts and seeds advances as if it had been, so a resumed
-    grid measures the same chains as an uninterrupted one. The result holds every row of ``done``
+    again. Each cell's starts and seed are drawn from a generator seeded by its own coordinates
+    (:func:`_cell_seed`), so a resumed grid, or one asked for part of the models, lengths or
+    temperatures, measures the same chains in a cell as the whole grid in one go. The result holds every row of ``done``
     (other models' cells included) and the new ones; a cell measured now replaces any older row at
     the same coordinates (model, n, start, temperature). ``commit`` names the code of each cell."""
     from . import models as M
@@ -607,12 +633,12 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
     for name in models_wanted:
         lm = M.load(name, device=str(dev), dtype=str(dt).split(".")[-1])
         scorer = M.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(lm.tokenizer))
-        gen = torch.Generator().manual_seed(SEED)
         for n in lengths:
             meta = {"model": name, "device": str(dev), "n": n, "chains": chains, "threads": torch.get_num_threads()}
+            gen = torch.Generator().manual_seed(_cell_seed(name, n))
             x = scorer.vocab.ids[torch.randint(scorer.vocab.size, (chains, n), generator=gen)]
             for T in temperatures:
-                seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
+                seed = _cell_seed(name, n, float(T))
 
                 def burned_in(x=x, T=T, seed=seed):
                     warm = run(scorer, x, ChainSpec(temperature=T, steps=burn, record_every=burn, mode="plain"),

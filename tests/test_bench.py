@@ -1,5 +1,6 @@
 """The benchmark command runs end to end and its table says what the issue asks for (no timing
 assertions: speed lives in the benchmark's own output, not in tests)."""
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -93,6 +94,11 @@ def test_paired_quartiles_closed_form():
     assert bench.paired_quartiles([1, 2, 3, 4, 5], [1, 1, 1, 1, 1]) == (2.0, 4.0)
     # a variant timed in one round is paired with the other's first round only
     assert bench.paired_quartiles([6], [2, 1, 1]) == (3.0, 3.0)
+    # the median of the paired ratios lies between their quartiles; the ratio of medians need not
+    num, den = [1, 2, 30], [10, 1, 3]                   # ratios 0.1, 2, 10; medians 2 over 3
+    assert bench.paired_median(num, den) == 2.0 and bench.paired_median([6], [2, 1, 1]) == 3.0
+    q25, q75 = bench.paired_quartiles(num, den)
+    assert q25 <= bench.paired_median(num, den) <= q75 and not q25 <= np.median(num) / np.median(den) <= q75
 
 
 def test_time_interleaved_times_a_function_once_when_asked():
@@ -365,3 +371,20 @@ def test_metastable_losing_mode_is_timed_once_and_a_cell_does_not_depend_on_the_
                                   df[df.temperature == 2][cols].sort_values(key).reset_index(drop=True)
                                   .pipe(lambda d: pd.concat([d, df[df.start == "perfect trap"][cols]]))
                                   .sort_values(key).reset_index(drop=True))
+
+
+def test_metastable_partial_table_replaces_older_rows_at_the_same_coordinates(tmp_path, monkeypatch):
+    """A finished table from older code (other keys) and a partial table from the current code at
+    the same cells: the partial's rows are kept, each cell once, and nothing is measured again."""
+    out = tmp_path / "metastable-cpu.csv"
+    assert _grid(out) == 0
+    current = pd.read_csv(out)
+    current.to_csv(out.with_suffix(".partial.csv"), index=False)
+    current.assign(cell_key="older code", chain_steps_per_s=-1.0).to_csv(out, index=False)
+    measured = []
+    real = bench._modes_cell
+    monkeypatch.setattr(bench, "_modes_cell", lambda *a, **k: measured.append(a[3]) or real(*a, **k))
+    assert _grid(out) == 0 and measured == []
+    df = pd.read_csv(out)
+    assert len(df) == len(current) and (df.chain_steps_per_s > 0).all()
+    assert set(df.cell_key) == set(current.cell_key)

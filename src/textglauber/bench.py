@@ -182,6 +182,13 @@ def paired_quartiles(num, den) -> tuple[float, float]:
     return float(np.percentile(r, 25)), float(np.percentile(r, 75))
 
 
+def paired_median(num, den) -> float:
+    """Median of the per-round ratios ``num[r] / den[r]`` over the rounds both have (see
+    :func:`paired_quartiles`)."""
+    k = min(len(num), len(den))
+    return float(np.median(np.asarray(num[:k], dtype=float) / np.asarray(den[:k], dtype=float)))
+
+
 def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 40, target_s: float = 20.0,
                       memory: PeakMemory | None = None, warmup=None, once=None) -> tuple[dict, dict]:
     """Seconds per call of each function in every round, timed in interleaved rounds (every variant once
@@ -548,7 +555,7 @@ def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta:
     per_step = {m: np.asarray(v) / length[m] for m, v in timed.items()}      # seconds per step of each round
     rate = {m: x0.shape[0] / statistics.median(v) for m, v in per_step.items()}
     return [{**meta, "temperature": T, "mode": m, "steps": length[m], "chain_steps_per_s": rate[m],
-             "speedup": rate[m] / rate["plain"],
+             "speedup": paired_median(per_step["plain"], per_step[m]),
              **dict(zip(("speedup_q25", "speedup_q75"), paired_quartiles(per_step["plain"], per_step[m]))),
              "cell_noop_share": stats["memo"]["noop_share"], "rounds": len(timed[m]), **stats[m]}
             for m in METASTABLE_MODES]
@@ -584,7 +591,9 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
     """chain-steps per second of each engine mode on each (model, n, T), from random states burned
     in for ``burn`` plain steps at that temperature, and (``trap``) from perfect traps at
     T = 0.25. ``cell_noop_share`` is the share of the chain's steps that changed nothing; ``speedup`` is
-    a mode's median rate over plain's, ``speedup_q25``/``_q75`` the quartiles of the per-round ratios.
+    the median of a mode's per-round rate over plain's in the same round, ``speedup_q25``/``_q75``
+    their quartiles (so the median always lies between them; a ratio of the two median rates need
+    not, and pairs a mode timed once with rounds it did not share).
 
     In a trap cell the modes other than plain run ``trap_steps`` steps (plain runs ``plain_steps``,
     default ``steps``; its rate does not depend on the length, see :func:`_modes_cell`): a chain
@@ -724,8 +733,9 @@ def _main_metastable(a, argv) -> int:
     partial = out.with_suffix(".partial.csv")
     earlier = [] if a.fresh else [pd.read_csv(f) for f in (out, partial) if f.exists()]
     done = pd.concat(earlier, ignore_index=True) if earlier else None
-    if done is not None and "cell_key" in done:     # the partial file holds the newer copy of a cell
-        done = done.drop_duplicates(["cell_key", "mode"], keep="last")
+    if done is not None:       # the partial file holds the newer copy of a cell (same key or not)
+        coords = [c for c in ("model", "n", "start", "temperature", "mode") if c in done]
+        done = done.drop_duplicates(coords, keep="last")
     df = metastable_grid(models_wanted, lengths, temperatures, chains=a.chains, steps=steps, device=a.device,
                          dtype=a.dtype, rounds=a.rounds, trap_steps=a.trap_steps, plain_steps=plain_steps, done=done,
                          on_cell=lambda d: d.to_csv(partial, index=False))

@@ -177,16 +177,19 @@ def paired_quartiles(num, den) -> tuple[float, float]:
     the same round saw the same machine, so the spread of their ratio across rounds says how far
     the ratio of medians can be trusted on a host whose speed drifts. Where one variant was timed
     in fewer rounds, the rounds both have are paired."""
-    k = min(len(num), len(den))
-    r = np.asarray(num[:k], dtype=float) / np.asarray(den[:k], dtype=float)
+    r = _paired_ratios(num, den)
     return float(np.percentile(r, 25)), float(np.percentile(r, 75))
 
 
 def paired_median(num, den) -> float:
     """Median of the per-round ratios ``num[r] / den[r]`` over the rounds both have (see
     :func:`paired_quartiles`)."""
+    return float(np.median(_paired_ratios(num, den)))
+
+
+def _paired_ratios(num, den) -> np.ndarray:
     k = min(len(num), len(den))
-    return float(np.median(np.asarray(num[:k], dtype=float) / np.asarray(den[:k], dtype=float)))
+    return np.asarray(num[:k], dtype=float) / np.asarray(den[:k], dtype=float)
 
 
 def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 40, target_s: float = 20.0,
@@ -212,9 +215,9 @@ def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 40, targ
             peaks[k] = memory.measure(fn)
     out = {k: [] for k in fns}
     rounds, r = min_rounds, 0
-    later = dict(fns)
+    timed = fns                         # every function in the first round; ``once`` may drop some after it
     while r < rounds:
-        for k, fn in (fns if r == 0 else later).items():
+        for k, fn in timed.items():
             t = time.perf_counter()
             fn()
             out[k].append(time.perf_counter() - t)
@@ -222,7 +225,7 @@ def _time_interleaved(fns: dict, min_rounds: int = 3, max_rounds: int = 40, targ
             first = sum(v[0] for v in out.values())
             rounds = int(min(max_rounds, max(min_rounds, np.ceil(target_s / max(first, 1e-9)))))
             if once is not None:
-                later = {k: fn for k, fn in fns.items() if not once(k)}
+                timed = {k: fn for k, fn in fns.items() if not once(k)}
         r += 1
     return out, peaks
 
@@ -604,8 +607,8 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
     (:func:`metastable_cell_key`) is there with all its modes is taken from it and not measured
     again. Each cell's starts and seed are drawn from a generator seeded by its own coordinates
     (:func:`_cell_seed`), so a resumed grid, or one asked for part of the models, lengths or
-    temperatures, measures the same chains in a cell as the whole grid in one go. The result holds every row of ``done``
-    (other models' cells included) and the new ones; a cell measured now replaces any older row at
+    temperatures, measures the same chains in a cell as the whole grid in one go. The result
+    holds every row of ``done`` (other models' cells included) and the new ones; a cell measured now replaces any older row at
     the same coordinates (model, n, start, temperature). ``commit`` names the code of each cell."""
     from . import models as M
     from .results import git_commit

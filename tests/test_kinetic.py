@@ -4,6 +4,8 @@ Every statistical check is a test at level ALPHA = 1e-3 with a fixed seed, and e
 to reject a deliberately wrong engine (a wrong holding probability, a jump that may redraw the
 current token, a cache that survives a change of state) with the same test function.
 """
+import math
+
 import numpy as np
 import pytest
 import scipy.stats as st
@@ -743,3 +745,20 @@ def test_auto_scores_far_fewer_rows_in_a_perfect_trap_and_no_more_at_high_temper
         r = chain.run(c, init, ChainSpec(temperature=2.0, steps=500, mode=m), seed=0)
         rows[m] = c.rows
     assert rows["auto"] <= rows["plain"] and "jump" not in {m for m, _ in r.modes}
+
+
+def test_auto_counts_the_rows_a_jump_must_score_before_its_first_move():
+    """A first memo segment of 4 steps saw no move and scored 57 rows over 16 chains (57/64 a
+    chain-step), with a round worth 0.02 rows. Jump must first score each chain's unscored free
+    sites, u of m = 20, over the 16 steps of the segment it would run: it is chosen only when u/16
+    is under HYSTERESIS of memo's estimate, 57/64 + (0.02/16)(MEMO_CALL (1 - e^-14.25) + MEMO_ROUNDS),
+    that is for u <= 12 (the closed form's threshold is 12.86). A rule blind to the fill jumps at
+    any u."""
+    memo = 57 / 64 + 0.02 / 16 * (chain.MEMO_CALL * (1 - math.exp(-16 * 57 / 64)) + chain.MEMO_ROUNDS)
+    threshold = chain.AUTO_SEGMENT * chain.HYSTERESIS * memo
+    assert 12 < threshold < 13
+    for u, want in ((0, "jump"), (12, "jump"), (13, "memo"), (16, "memo")):
+        p = chain.Policy(mode="auto", m=20, round_cost=0.02)
+        p.observe("memo", 4, torch.zeros(16, dtype=torch.long), 57, None, torch.full((16,), u))
+        assert p.current == want, u
+        assert p.history == [["memo", 4]]

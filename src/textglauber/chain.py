@@ -375,20 +375,23 @@ class Policy:
 
     A fixed mode runs as one segment. ``auto`` starts with a short memo segment and then, after
     every segment, estimates the cost per unit-step (chain or pair) of each mode from what the
-    segment showed, in rows of the scorer plus the fixed cost K of a round (``round_cost``) over
-    the k live units, and picks the cheapest. With q_b each unit's observed move rate (after a
-    jump segment, its exact leave probability where its current state is fully scored) and m free
-    sites: plain r + K/k; memo r rho (1 + c) + (K/k)(MEMO_CALL (1 - exp(-k rho)) + MEMO_ROUNDS)
-    with rho the memo's rows per step (observed, or m q / (1 + (m - 1) q), the expected number of
-    distinct sites scored per visit over the expected holding time, for a chain that finds nothing
-    of its state remembered); jump r m mean(q) (1 + c) + (K/k)(JUMP_ROUNDS max(q) + 1/L) (a round
-    per move of the busiest unit, one more per segment of L steps); r rows per site (1 for chains,
-    2 for pairs), c what remembering a row costs (``summary_cost``). It leaves the mode it ran
-    only for one estimated at most HYSTERESIS of its cost. The rule only sees counts, never
-    clocks, so a run stays exactly repeatable. A mode chosen again runs twice as long a segment as
-    before (memo up to :data:`MEMO_WINDOW`, jump up to :data:`AUTO_JUMP_MAX`): a longer memo
-    segment lets its chains run further apart on their own clocks, and so fills its rounds with
-    more rows."""
+    segment showed, in rows of the scorer plus the fixed cost K of a round (``round_cost``) over the
+    k live units, and picks the cheapest. With q_b each unit's observed move rate (after a jump
+    segment, its exact leave probability where its current state is fully scored) and m free sites:
+    plain r + K/k; memo r rho (1 + c) + (K/k)(MEMO_CALL (1 - exp(-k rho)) + MEMO_ROUNDS) with rho
+    the memo's rows per step (observed, or m q / (1 + (m - 1) q), the expected number of distinct
+    sites scored per visit over the expected holding time, for a chain that finds nothing of its
+    state remembered); jump r (m mean(q) + u/L') (1 + c) + (K/k)(JUMP_ROUNDS max(q) + 1/L) (a round
+    per move of the busiest unit, one more per segment of L steps; u the mean number of free sites
+    of the units' current states not yet scored, which a jump must score before its first move,
+    spread over the L' steps of the jump segment it would run: a first memo segment that saw no move
+    does not send a chain whose state is mostly unscored into a jump whose fill costs more than
+    memo's next steps); r rows per site (1 for chains, 2 for pairs), c what remembering a row costs
+    (``summary_cost``). It leaves the mode it ran only for one estimated at most HYSTERESIS of its
+    cost. The rule only sees counts, never clocks, so a run stays exactly repeatable. A mode chosen
+    again runs twice as long a segment as before (memo up to :data:`MEMO_WINDOW`, jump up to
+    :data:`AUTO_JUMP_MAX`): a longer memo segment lets its chains run further apart on their own
+    clocks, and so fills its rounds with more rows."""
 
     mode: str
     m: int
@@ -405,7 +408,8 @@ class Policy:
             return self.mode, 1 << 62
         return self.current, self.length
 
-    def observe(self, mode: str, steps: int, moves: torch.Tensor, rows: int, q_now: torch.Tensor | None) -> None:
+    def observe(self, mode: str, steps: int, moves: torch.Tensor, rows: int, q_now: torch.Tensor | None,
+                unknown: torch.Tensor | None = None) -> None:
         if self.mode != "auto":
             return
         if self.history and self.history[-1][0] == mode:
@@ -423,7 +427,9 @@ class Policy:
         cost = {"plain": r + K / k,
                 "memo": r * rho * (1 + c) + K / k * (MEMO_CALL * (1 - math.exp(-k * rho)) + MEMO_ROUNDS)}
         if self.jump_ok:
-            cost["jump"] = (r * m * float(q.mean()) * (1 + c)
+            span = min(2 * self.length, AUTO_JUMP_MAX) if self.current == "jump" else AUTO_SEGMENT
+            fill = float(unknown.double().mean()) / span if unknown is not None and len(unknown) else 0.0
+            cost["jump"] = (r * (m * float(q.mean()) + fill) * (1 + c)
                             + K / k * (JUMP_ROUNDS * min(1.0, float(q.max())) + 1 / self.length))
         best = min(cost, key=cost.get)
         if mode in cost and cost[best] > HYSTERESIS * cost[mode]:
@@ -866,7 +872,7 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
                     moves += moved
                     rows += r
                     rec.step(s, states, sites, gaps)
-            policy.observe(mode, end - t, moves, rows, q_now)
+            policy.observe(mode, end - t, moves, rows, q_now, (~cache.valid[:, free]).sum(1))
             if bar is not None:
                 bar.update(end - t)
             t = end

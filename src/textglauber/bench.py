@@ -467,15 +467,6 @@ METASTABLE_TEMPERATURES = (0.25, 0.5, 0.7, 1.0, 2.0)
 TRAP_TEMPERATURE = 0.25
 TRAP_STEPS = 10_000         # a trap cell's chain length for the modes other than plain: the preprint's chains
 LOSING_ROWS = 2.0           # a mode that scores more rows per step than this (plain: 1) is timed in one round
-PROBE_STEPS = 50            # the untimed run of each mode that tells a losing one, and the length it is timed over
-
-
-def losing(rows: int, chains: int, n: int, steps: int) -> bool:
-    """Whether a mode that scored ``rows`` rows in ``steps`` steps of ``chains`` chains of length
-    n scores more than :data:`LOSING_ROWS` rows per chain-step beyond the one fill of its starts'
-    n sites (which a trap's jump pays once over a long run, and which a short probe must not
-    count against it)."""
-    return (rows - chains * n) / (chains * steps) > LOSING_ROWS
 
 
 class RowCount:
@@ -539,16 +530,14 @@ def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta:
     cells. The cell's no-op share (``cell_noop_share``) is read off memo's trajectory, which is
     plain's chain (the same site and uniform at every step) over the full length.
 
-    Losing modes. Before the timed rounds, every mode but plain runs :data:`PROBE_STEPS` steps
-    (untimed, from the same starts and seed). A mode that scored more than :data:`LOSING_ROWS`
-    rows per chain-step there beyond the one fill of its starts' sites (:func:`losing`; jump on
-    the fast side, where every move costs it the n rows of a new state) is timed in one round over
-    those ``PROBE_STEPS`` steps alone: its ``steps`` is that length and its ``rounds`` 1, and its
-    quartiles are those of its one paired ratio. It cannot win unless a row costs it less than half
-    of what it costs plain, and the rate per step of a mode that pays for every move does not
-    depend on the length; on the fast side one full-length jump call cost as much as ten to
-    twenty plain ones, most of such a cell's time. The rule reads a count, not a clock, so which
-    modes are timed in full does not depend on the machine."""
+    Rounds. A mode that scored more than :data:`LOSING_ROWS` rows per step in the first round
+    (jump on the fast side, where every move costs it the m rows of a new state) is not timed
+    again: it does the same work in every round (same starts and seed), so its row count is
+    known, and a mode that must score twice plain's rows cannot win unless a row costs it less
+    than half of what it costs plain. Its ``rounds`` is 1, and its quartiles are those of its one
+    paired ratio. This is a count, not a clock, so which modes are timed again does not depend on
+    the machine. On the fast side one jump call can cost ten plain ones, so the two rounds it skips
+    were most of such a cell's time."""
     from .chain import ChainSpec, run
 
     stats = {}
@@ -563,20 +552,9 @@ def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta:
         stats[mode] = {"passes_per_step": counted.rows / moved.size, "noop_share": 1 - float(moved.mean()),
                        "auto_segments": " ".join(f"{m}:{k}" for m, k in r.modes) if r.modes else ""}
 
-    lose = set()
-
-    def warmup():
-        one("plain", min(5, length["plain"]))
-        for m in METASTABLE_MODES[1:]:
-            counted = RowCount(scorer)
-            k = min(PROBE_STEPS, length[m])
-            run(counted, x0, ChainSpec(temperature=T, steps=k, record_every=k, checkpoint_every=k, mode=m), seed=seed)
-            if losing(counted.rows, x0.shape[0], x0.shape[1], k):
-                lose.add(m)
-                length[m] = k
-
     timed, _ = _time_interleaved({m: (lambda m=m: one(m)) for m in METASTABLE_MODES}, min_rounds=rounds,
-                                 max_rounds=rounds, warmup=warmup, once=lambda m: m in lose)
+                                 max_rounds=rounds, warmup=lambda: one("plain", min(5, length["plain"])),
+                                 once=lambda m: stats[m]["passes_per_step"] > LOSING_ROWS)
     per_step = {m: np.asarray(v) / length[m] for m, v in timed.items()}      # seconds per step of each round
     rate = {m: x0.shape[0] / statistics.median(v) for m, v in per_step.items()}
     return [{**meta, "temperature": T, "mode": m, "steps": length[m], "chain_steps_per_s": rate[m],

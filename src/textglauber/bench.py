@@ -607,9 +607,10 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
     (:func:`metastable_cell_key`) is there with all its modes is taken from it and not measured
     again. Each cell's starts and seed are drawn from a generator seeded by its own coordinates
     (:func:`_cell_seed`), so a resumed grid, or one asked for part of the models, lengths or
-    temperatures, measures the same chains in a cell as the whole grid in one go. The result
-    holds every row of ``done`` (other models' cells included) and the new ones; a cell measured now replaces any older row at
-    the same coordinates (model, n, start, temperature). ``commit`` names the code of each cell."""
+    temperatures, measures the same chains in a cell as the whole grid in one go. The result holds
+    every row of ``done`` (other models' cells included) and the new ones; a cell measured now
+    replaces any older row at the same coordinates (model, n, start, temperature). ``commit`` names
+    the code of each cell."""
     from . import models as M
     from .results import git_commit
     from . import vocabulary

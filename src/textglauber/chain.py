@@ -314,6 +314,10 @@ class SiteCache:
         q = self.slot_values[self.slot][:, free, self.col["leave"]].mean(1)
         return torch.where(self.valid[:, free].all(1), q, torch.full_like(q, math.nan))
 
+    def unscored(self, free: torch.Tensor) -> torch.Tensor:
+        """How many of the free sites of each unit's current state are not known yet."""
+        return (~self.valid[:, free]).sum(1)
+
     def state(self) -> dict:
         return {"fields": self.fields, "keyed": self.keyed, "slot_valid": self.slot_valid,
                 "slot_values": self.slot_values, "slot": self.slot, "used": self.used, "key_of": self.key_of,
@@ -428,7 +432,7 @@ class Policy:
                 "memo": r * rho * (1 + c) + K / k * (MEMO_CALL * (1 - math.exp(-k * rho)) + MEMO_ROUNDS)}
         if self.jump_ok:
             span = min(2 * self.length, AUTO_JUMP_MAX) if self.current == "jump" else AUTO_SEGMENT
-            fill = float(unknown.double().mean()) / span if unknown is not None and len(unknown) else 0.0
+            fill = 0.0 if unknown is None else float(unknown.double().mean()) / span
             cost["jump"] = (r * (m * float(q.mean()) + fill) * (1 + c)
                             + K / k * (JUMP_ROUNDS * min(1.0, float(q.max())) + 1 / self.length))
         best = min(cost, key=cost.get)
@@ -872,7 +876,7 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
                     moves += moved
                     rows += r
                     rec.step(s, states, sites, gaps)
-            policy.observe(mode, end - t, moves, rows, q_now, (~cache.valid[:, free]).sum(1))
+            policy.observe(mode, end - t, moves, rows, q_now, cache.unscored(free))
             if bar is not None:
                 bar.update(end - t)
             t = end

@@ -259,7 +259,7 @@ def couple(scorer, x0: torch.Tensor, y0: torch.Tensor, temperatures, budget: int
                 moves[moved] += 1
                 rows, ran = rows + r, ran + 1
             end = t + ran
-        policy.observe(md, end - t, moves[units], rows, q_now, (~st.cache.valid[units][:, st.free]).sum(1))
+        policy.observe(md, end - t, moves[units], rows, q_now, st.cache.unscored(st.free)[units])
         t, spent = end, spent + rows
     censored = np.isnan(st.tau)
     return CouplingRun(tau=st.tau, censored=censored, temperature=temps.numpy(), budget=budget,

@@ -204,7 +204,8 @@ def test_metastable_grid_writes_every_mode_per_cell(tmp_path):
     for (start, T), g in cells:        # memo is plain's trajectory: the same no-op share (equal lengths)
         if start != "perfect trap":
             assert by.loc[(start, T, "memo"), "noop_share"] == by.loc[(start, T, "plain"), "noop_share"]
-    assert df.noop_share.between(0, 1).all() and (df.chain_steps_per_s > 0).all()
+    assert df.noop_share[~df.cut].between(0, 1).all() and df.noop_share[df.cut].isna().all()
+    assert (df.chain_steps_per_s > 0).all()
     assert df[df["mode"] == "auto"].auto_segments.str.startswith("memo:").all()
     # a trap cell times the other modes over --trap-steps, plain over --steps (its rate is per step)
     trap = df[df.start == "perfect trap"].set_index("mode")
@@ -355,7 +356,9 @@ def test_metastable_losing_mode_is_timed_once_and_a_cell_does_not_depend_on_the_
     assert _grid(whole, "--rounds", "3") == 0
     df = pd.read_csv(whole)
     assert ((df.passes_per_step > bench.LOSING_ROWS) == (df.rounds == 1)).all()
+    assert ((df.passes_per_step > bench.LOSING_ROWS) == df.cut).all()
     assert (df.rounds[df.passes_per_step <= bench.LOSING_ROWS] == 3).all()
+    assert df.noop_share[df.cut].isna().all() and df.noop_share[~df.cut].notna().all()
     hot = df[(df.temperature == 2) & (df.start != "perfect trap")].set_index("mode")
     assert hot.loc["jump", "passes_per_step"] > bench.LOSING_ROWS and hot.loc["jump", "rounds"] == 1
     assert hot.loc["jump", "speedup_q25"] == hot.loc["jump", "speedup_q75"]
@@ -388,3 +391,50 @@ def test_metastable_partial_table_replaces_older_rows_at_the_same_coordinates(tm
     df = pd.read_csv(out)
     assert len(df) == len(current) and (df.chain_steps_per_s > 0).all()
     assert set(df.cell_key) == set(current.cell_key)
+
+
+def test_row_budget_raises_before_scoring_the_call_that_would_pass_it(small_scorer):
+    """The budget is checked before the inner scorer runs: the call that would take the count
+    past it scores nothing, and the calls before it are counted in full."""
+    from conftest import CountingScorer
+
+    inner = CountingScorer(small_scorer)
+    counted = bench.RowCount(inner, budget=7)
+    x = small_scorer.vocab.ids[torch.zeros(4, 3, dtype=torch.long)]
+    counted.scores(x, torch.zeros(4, dtype=torch.long))
+    counted.scores(x[:3], torch.ones(3, dtype=torch.long))           # 7 rows: exactly the budget
+    assert (counted.rows, inner.calls, counted.spent) == (7, 2, False)
+    with pytest.raises(bench.RowBudgetSpent):
+        counted.scores(x[:1], torch.zeros(1, dtype=torch.long))
+    assert (counted.rows, inner.calls, counted.spent, counted.wanted) == (7, 2, True, 8)
+
+
+@pytest.mark.parametrize("T", [0.25, 2.0])
+def test_a_mode_is_cut_exactly_when_its_full_run_needs_more_than_the_row_budget(tiny_mlm, T):
+    """Against the full, unbudgeted run of each mode from the same starts and seed: a mode is cut
+    if and only if that run scores more than LOSING_ROWS rows per chain-step; an uncut mode
+    reports that run's rows and no-op share exactly, and a cut one a lower bound on its rows."""
+    from textglauber import models, vocabulary
+    from textglauber.chain import ChainSpec, run
+
+    scorer = models.MaskedLMScorer(tiny_mlm, vocabulary.allowed_vocabulary(tiny_mlm.tokenizer))
+    chains, n, steps, seed = 4, 6, 40, 3
+    x0 = scorer.vocab.ids[torch.randint(scorer.vocab.size, (chains, n), generator=torch.Generator().manual_seed(1))]
+    rows = {r["mode"]: r for r in bench._modes_cell(scorer, x0, T, steps, seed, {}, rounds=2)}
+    assert rows["plain"]["cut"] is False and rows["plain"]["passes_per_step"] == 1.0
+    for mode in ("memo", "jump", "auto"):
+        full = bench.RowCount(scorer)
+        r = run(full, x0, ChainSpec(temperature=T, steps=steps, record_every=1, checkpoint_every=steps, mode=mode),
+                seed=seed)
+        need = full.rows / (chains * steps)
+        got = rows[mode]
+        assert got["cut"] == (need > bench.LOSING_ROWS)
+        if got["cut"]:
+            assert bench.LOSING_ROWS < got["passes_per_step"] <= need and got["rounds"] == 1
+            assert np.isnan(got["noop_share"])
+        else:
+            moved = (r.states[1:] != r.states[:-1]).any(-1)
+            assert got["passes_per_step"] == need and got["noop_share"] == 1 - float(moved.mean())
+            assert got["rounds"] == 2
+    assert rows["memo"]["cut"] is False                # at most one row per chain-step: both branches are run
+    assert rows["jump"]["cut"] or T != 2.0             # the fast side's new states cost jump their n rows

@@ -237,6 +237,13 @@ def test_metastable_targets_take_the_least_cell_of_each_kind():
     assert t["row bound"].tolist()[0] == 1 / 0.4 and t["row bound"].tolist()[2] == 1 / 0.25
     assert pd.isna(t["row bound"].tolist()[1])
 
+    # an upper bound cannot show a target met: a cut auto row at T = 2 reads "not met" even
+    # above 0.95, while an uncut table (or one from before the column, NaN) reads the median
+    cut = pd.DataFrame(rows).assign(cut=lambda d: (d["mode"] == "auto") & (d.temperature == 2.0))
+    assert bench.metastable_targets(cut).met.tolist() == [False, True, False]
+    older = pd.DataFrame(rows).assign(cut=np.nan)
+    assert bench.metastable_targets(older).met.tolist() == [False, True, True]
+
 
 def test_perfect_trap_is_an_argmax_fixed_point(small_scorer):
     """Coordinate ascent ends where every site is its own conditional's argmax."""

@@ -228,25 +228,30 @@ def test_memo_rounds_fall_with_the_window_where_chains_hold(basins, monkeypatch)
     assert calls[1] <= 400 and calls[256] < 0.5 * calls[1]
 
 
-def _rows_needed(run, share: bool) -> int:
+def _rows_needed(run, share: bool, carry: bool = True) -> int:
     """Rows a memo engine must score along a plain run, counted from the run alone (one step per
     round, every chain in step): a step needs the row of (state, site) when its chain moves there,
     or when that row was never scored before (``share``: by any chain at any earlier step, in any
     state visited; otherwise by this chain since its last move). Chains at one state and site in
-    the same step share a row where ``share``."""
+    the same step share a row where ``share``. ``carry``: a chain that moves at site i from x to y
+    knows (y, i) from then on, since x and y differ only at i and the conditional at i does not
+    read x_i."""
     seen, rows = set(), 0
     mine = [set() for _ in range(run.states.shape[1])]
     for t in range(len(run.sites)):
-        need = set()
+        need, carried = set(), set()
         for b in range(run.states.shape[1]):
             x, i = run.states[t, b].tobytes(), int(run.sites[t, b])
-            moves = not np.array_equal(run.states[t + 1, b], run.states[t, b])
+            y = run.states[t + 1, b].tobytes()
+            moves = x != y
             known = (x, i) in seen if share else (x, i) in mine[b]
             if moves or not known:
                 need.add((x, i) if share else (b, x, i))
-            mine[b] = set() if moves else mine[b] | {(x, i)}
+            new = {(y, i)} if carry else set()
+            mine[b] = new if moves else mine[b] | {(x, i)}
+            carried |= new if moves else set()
         if share:
-            seen |= need
+            seen |= need | carried
         rows += len(need)
     return rows
 
@@ -268,6 +273,59 @@ def test_memo_remembers_states_it_left_and_shares_them_across_chains(basins, mon
     assert _same_run(plain, memo)
     assert counted.rows == _rows_needed(plain, share=True)
     assert counted.rows < 0.7 * _rows_needed(plain, share=False)
+
+
+def test_memo_keeps_the_row_a_chain_moved_by_for_the_state_it_moved_to(basins, monkeypatch):
+    """The count can fail: a memo that does not carry the row of a move into the new state keeps
+    plain's trajectory but scores the rows counted without the carry, more than with it."""
+    monkeypatch.setattr(chain, "MEMO_WINDOW", 1)
+    monkeypatch.setattr(chain, "carry", lambda *a: None)
+    init = basins.vocab.ids[torch.randint(3, (16, 3), generator=torch.Generator().manual_seed(5))]
+    spec = dict(temperature=0.3, steps=600, record_every=1, record_gaps=True)
+    plain = chain.run(basins, init, ChainSpec(**spec, mode="plain"), seed=2)
+    counted = RowCounter(basins)
+    assert _same_run(plain, chain.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2))
+    assert counted.rows == _rows_needed(plain, share=True, carry=False) > _rows_needed(plain, share=True)
+
+
+def _jump_rows_needed(run, carry: bool = True) -> int:
+    """Rows one chain's jump run must score, counted from its records alone (one segment): each
+    state it reaches has its sites not known yet scored (all sites known from then on), and a move
+    scores the row of its site again unless that row was among those just scored in that state.
+    ``carry``: the row a move is drawn from is also known as the new state's row at that site."""
+    n = run.states.shape[-1]
+    known, rows = set(), 0
+
+    def visit(x):
+        nonlocal rows
+        unknown = {i for i in range(n) if (x.tobytes(), i) not in known}
+        rows += len(unknown)
+        known.update((x.tobytes(), i) for i in range(n))
+        return unknown
+
+    unknown = visit(run.states[0, 0])
+    for t in np.flatnonzero(run.sites[:, 0] >= 0):
+        i, y = int(run.sites[t, 0]), run.states[t + 1, 0]
+        rows += i not in unknown
+        if carry:
+            known.add((y.tobytes(), i))
+        unknown = visit(y)
+    return rows
+
+
+@pytest.mark.parametrize("T", [1.0, 2.0])
+def test_jump_keeps_the_row_a_chain_moved_by_for_the_state_it_moved_to(small_scorer, T):
+    """One chain by jumps on the tiny MLM's 243 states at n = 5: the rows it scores are those
+    counted from its moves (a state's unknown sites once, a move's row again unless just scored),
+    with the row of each move known in the new state; the count without that carry is larger, so
+    the check can fail."""
+    table = exact.TabulatedScorer(small_scorer, 5)
+    init = table.vocab.ids[torch.tensor([[0, 1, 2, 0, 1]])]
+    counted = RowCounter(table)
+    r = chain.run(counted, init, ChainSpec(temperature=T, steps=1000, record_every=1, checkpoint_every=1000,
+                                           mode="jump"), seed=7)
+    assert (r.sites >= 0).sum() > 100
+    assert counted.rows == _jump_rows_needed(r) < _jump_rows_needed(r, carry=False) - 10
 
 
 def test_memo_that_forgets_visited_states_scores_the_rows_counted_without_memory(basins, monkeypatch):

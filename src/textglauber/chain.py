@@ -47,7 +47,10 @@ gap of the current token: O(states x n) numbers (about :data:`STATE_MEMORY` byte
 states per chain where that is more), never a row of |A| scores (64 chains x 64 sites x 30k
 tokens of rows would be 500 MB). The price: a step that moves at a remembered site
 scores that row again (memo), and a jump scores the row of the changing site once more when it
-was remembered rather than scored in the same round (jump after memo in ``auto``). Rows are
+was remembered rather than scored in the same round. A move keeps the row it was drawn from:
+the new state differs from the old one only at that site, whose conditional does not read the
+token there, so the new state starts with that site known (:func:`carry`; chains and coupled
+pairs, in memo and jump). Rows are
 held only inside a scorer call, at most :data:`ROW_BUDGET` scores per call in a jump's batched
 pass.
 
@@ -464,7 +467,7 @@ def _groups(idx: torch.Tensor, sizes: torch.Tensor, budget: int):
 
 def jump_round(act: torch.Tensor, clock: torch.Tensor, t_end: int, u: torch.Tensor, cache: SiteCache,
                free: torch.Tensor, material: Callable, summarize: Callable, move: Callable, *, outputs: int,
-               rows_per_site: int, max_rows: int):
+               rows_per_site: int, max_rows: int, carry: Callable | None = None):
     """One jump for every unit in ``act``: fill its unknown free sites (batched passes of whole
     units, at most ``max_rows`` rows each unless one unit needs more), draw its holding time,
     and, where the move falls at or before ``t_end``, the site and the new token(s).
@@ -473,13 +476,18 @@ def jump_round(act: torch.Tensor, clock: torch.Tensor, t_end: int, u: torch.Tens
     cache's fields (with ``leave``); ``move(material, u)`` draws the new token(s) given that the
     unit leaves its current tokens at that site. ``u`` holds the round's uniforms (hold, site,
     then those of ``move``), drawn before any pass so that the grouping changes nothing.
-    Returns (positions in act that move, their step, site, tuple of new token positions, rows)."""
+    ``carry(material, new)``, where given, gives the cache's fields of the moving site read at the
+    new token(s) (:func:`carry`): the row a unit moves by is the conditional at that site of the
+    state it moves to.
+    Returns (positions in act that move, their step, site, tuple of new token positions, rows,
+    and the carried fields of the movers: a dict of tensors, or None without ``carry``)."""
     k, n = len(act), cache.valid.shape[1]
     known = cache.valid[act][:, free]
     t_next = torch.full((k,), math.inf, dtype=torch.float64)
     site = torch.full((k,), -1, dtype=torch.long)
     moved = torch.zeros(k, dtype=torch.bool)
     new = [torch.full((k,), -1, dtype=torch.long) for _ in range(outputs)]
+    kept = {f: torch.zeros(k, dtype=torch.float64) for f in cache.fields} if carry is not None else None
     rows = 0
 
     def resolve(g):
@@ -493,8 +501,12 @@ def jump_round(act: torch.Tensor, clock: torch.Tensor, t_end: int, u: torch.Tens
     def write(g, material_g):
         if len(g) == 0:
             return
-        for out, tok in zip(new, move(material_g, u[g, 2:])):
+        toks = move(material_g, u[g, 2:])
+        for out, tok in zip(new, toks):
             out[g] = tok.cpu()
+        if carry is not None:
+            for f, v in carry(material_g, toks).items():
+                kept[f][g] = v.to(torch.float64).cpu()
 
     later = []
     fill = (~known).any(1).nonzero().flatten()
@@ -521,7 +533,8 @@ def jump_round(act: torch.Tensor, clock: torch.Tensor, t_end: int, u: torch.Tens
         write(g, material(act[g], site[g]))
         rows += len(g) * rows_per_site
     mv = moved.nonzero().flatten()
-    return mv, t_next[mv], site[mv], tuple(out[mv] for out in new), rows
+    return (mv, t_next[mv], site[mv], tuple(out[mv] for out in new), rows,
+            None if kept is None else {f: v[mv] for f, v in kept.items()})
 
 
 def _chain_summaries(s: torch.Tensor, cdf: torch.Tensor, pos: torch.Tensor, spec: ChainSpec) -> dict:
@@ -532,6 +545,22 @@ def _chain_summaries(s: torch.Tensor, cdf: torch.Tensor, pos: torch.Tensor, spec
     if spec.record_gaps:
         out["gap"] = score_gap(s, pos.clamp(min=0).to(s.device)).float().cpu()
     return out
+
+
+def carry(cache: SiteCache, units: torch.Tensor, sites: torch.Tensor, s: torch.Tensor, cdf: torch.Tensor,
+          idx: torch.Tensor, rows: torch.Tensor, spec: ChainSpec) -> None:
+    """Units that just moved at ``sites`` (now in their new states' slots) keep the row they moved by.
+
+    The conditional at site i does not depend on x_i, so the row scored at site i of the old
+    state is the conditional at site i of the new one, which differs from it only there: its
+    fields are those of that row read at the new token (position ``idx``). ``rows`` picks the
+    movers' rows out of ``s``, ``cdf`` and ``idx``. Sites the new state already knows (a state
+    scored before) are left as they are."""
+    fresh = ~cache.valid[units, sites]
+    if not fresh.any():
+        return
+    j = rows.nonzero().flatten()[fresh].to(s.device)
+    cache.store(units[fresh], sites[fresh], _chain_summaries(s[j], cdf[j], idx[j], spec))
 
 
 def _draws(b: int, n: int, spec: ChainSpec, gen: torch.Generator):
@@ -640,6 +669,7 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
             tok = scorer.vocab.ids.to(idx.device)[idx[go.to(idx.device)]].to(states.device)
             states[mv, sn[go]] = tok
             cache.enter(mv, states[mv])
+            carry(cache, mv, sn[go], s, cdf, idx, go, spec)
             events.append(torch.stack([t0 + at[go] + 1, mv, sn[go], tok.cpu()]))
         ptr[wait] += 1
         advance(wait)
@@ -672,6 +702,9 @@ def jump_segment(scorer: Scorer, states: torch.Tensor, cache: SiteCache, spec: C
         s, pos = mat
         return (draw_from(restricted(torch.softmax(s.double() / T, -1), pos), u[:, 0]),)
 
+    def moved_to(mat, new):
+        return summarize((mat[0], new[0]))
+
     clock = torch.full((b,), float(t0), dtype=torch.float64)
     events, rows = [], 0
     while rounds is None or len(events) < rounds:
@@ -679,12 +712,15 @@ def jump_segment(scorer: Scorer, states: torch.Tensor, cache: SiteCache, spec: C
         if len(act) == 0:
             break
         u = torch.rand((len(act), 3), generator=gen, dtype=torch.float64)
-        mv, t_next, site, (tok,), r = jump_round(act, clock, t1, u, cache, free, material, summarize, move,
-                                                 outputs=1, rows_per_site=1, max_rows=max_rows)
+        mv, t_next, site, (tok,), r, carried = jump_round(act, clock, t1, u, cache, free, material, summarize,
+                                                          move, outputs=1, rows_per_site=1, max_rows=max_rows,
+                                                          carry=moved_to)
         rows += r
         chains = act[mv]
         states[chains, site] = ids[tok].to(states.device)
         cache.enter(chains, states[chains])
+        fresh = ~cache.valid[chains, site]
+        cache.store(chains[fresh], site[fresh], {f: v[fresh] for f, v in carried.items()})
         clock[act] = float(t1)
         clock[chains] = t_next
         events.append(torch.stack([t_next.long(), chains, site, ids[tok]]))

@@ -190,7 +190,10 @@ class _Pairs:
             kd = kept.to(p.device)
             self.cache.store(rows[kept], sn[kept], pair_summaries(p[kd], q[kd], xpos[kept], ypos[kept]))
         moved = ~kept
-        self.write(rows[moved], sn[moved], a[moved.to(a.device)], b[moved.to(b.device)], t)
+        md = moved.to(p.device)
+        self.write(rows[moved], sn[moved], a[md], b[md], t)
+        if memo and moved.any():              # the rows it moved by are the new pair's at that site
+            self.cache.store(rows[moved], sn[moved], pair_summaries(p[md], q[md], a[md], b[md]))
         return rows[moved], 2 * len(need)
 
     def jump_segment(self, t0: int, t1: int, gen: torch.Generator, max_rows: int):
@@ -204,15 +207,17 @@ class _Pairs:
             if len(act) == 0:
                 break
             u = torch.rand((len(act), 6), generator=gen, dtype=torch.float64)
-            mv, t_next, site, (a, b), r = jump_round(
+            mv, t_next, site, (a, b), r, carried = jump_round(
                 act, clock, t1, u, self.cache, self.free, self.conditionals, lambda mat: pair_summaries(*mat),
-                lambda mat, v: pair_move(*mat, v), outputs=2, rows_per_site=2, max_rows=max_rows)
+                lambda mat, v: pair_move(*mat, v), outputs=2, rows_per_site=2, max_rows=max_rows,
+                carry=lambda mat, new: pair_summaries(mat[0], mat[1], *new))
             rows += r
             moving = act[mv]
             clock[act] = float(t1)
             clock[moving] = t_next
             moves[moving] += 1
             self.write(moving, site, a, b, t_next)
+            self.cache.store(moving, site, carried)
         return moves, rows
 
 

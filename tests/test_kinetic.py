@@ -228,6 +228,29 @@ def test_memo_rounds_fall_with_the_window_where_chains_hold(basins, monkeypatch)
     assert calls[1] <= 400 and calls[256] < 0.5 * calls[1]
 
 
+def test_auto_that_stays_on_memo_makes_about_memo_s_calls(basins, monkeypatch):
+    """Near the basins chain's traps (T = 0.3) auto looks for AUTO_FIRST steps and then stays on
+    memo for a whole window, so it makes at most AUTO_FIRST calls more than memo over the same
+    steps (a split stretch costs at most the rounds of its parts). Rounds are priced at nothing
+    here, as for a large model, so that auto weighs rows alone and keeps memo. The bound can fail:
+    auto segments of 16 steps, each ending with the chains in step, make more calls than that."""
+    init = basins.vocab.ids[torch.randint(3, (16, 3), generator=torch.Generator().manual_seed(1))]
+    spec = dict(temperature=0.3, steps=400, record_every=400)
+
+    def counted_run(mode):
+        counted = CallCounter(basins)
+        counted.round_cost_rows = counted.summary_cost_rows = 0.0
+        return chain.run(counted, init, ChainSpec(**spec, mode=mode), seed=3), counted.calls
+
+    _, memo_calls = counted_run("memo")
+    r, auto_calls = counted_run("auto")
+    assert r.modes == [["memo", 400]]
+    assert auto_calls <= memo_calls + chain.AUTO_FIRST
+    monkeypatch.setattr(chain, "MEMO_WINDOW", 16)
+    r, short_calls = counted_run("auto")
+    assert r.modes == [["memo", 400]] and short_calls > memo_calls + chain.AUTO_FIRST
+
+
 def _rows_needed(run, share: bool, carry: bool = True) -> int:
     """Rows a memo engine must score along a plain run, counted from the run alone (one step per
     round, every chain in step): a step needs the row of (state, site) when its chain moves there,

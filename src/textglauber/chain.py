@@ -306,6 +306,11 @@ class SiteCache:
         self.slot_values[slots, sites] = row
         self.slot_valid[slots, sites] = True
 
+    def fill(self, units: torch.Tensor, sites: torch.Tensor, values: dict) -> None:
+        """``store`` at the (unit, site) pairs whose site is not known yet; known ones keep their fields."""
+        fresh = ~self.valid[units, sites]
+        self.store(units[fresh], sites[fresh], {f: v[fresh.to(v.device)] for f, v in values.items()})
+
     def at(self, units: torch.Tensor, sites: torch.Tensor) -> dict:
         """The fields at the (unit, site) pairs (index tensors of any one shape), one gather for all of them."""
         got = self.slot_values[self.slot[units], sites]
@@ -560,12 +565,9 @@ def carry(cache: SiteCache, units: torch.Tensor, sites: torch.Tensor, s: torch.T
     state is the conditional at site i of the new one, which differs from it only there: its
     fields are those of that row read at the new token (position ``idx``). ``rows`` picks the
     movers' rows out of ``s``, ``cdf`` and ``idx``. Sites the new state already knows (a state
-    scored before) are left as they are."""
-    fresh = ~cache.valid[units, sites]
-    if not fresh.any():
-        return
-    j = rows.nonzero().flatten()[fresh].to(s.device)
-    cache.store(units[fresh], sites[fresh], _chain_summaries(s[j], cdf[j], idx[j], spec))
+    scored before) are left as they are (:meth:`SiteCache.fill`)."""
+    j = rows.nonzero().flatten().to(s.device)
+    cache.fill(units, sites, _chain_summaries(s[j], cdf[j], idx[j], spec))
 
 
 def _draws(b: int, n: int, spec: ChainSpec, gen: torch.Generator):
@@ -738,8 +740,7 @@ def jump_segment(scorer: Scorer, states: torch.Tensor, cache: SiteCache, spec: C
         chains = act[mv]
         states[chains, site] = ids[tok].to(states.device)
         cache.enter(chains, states[chains])
-        fresh = ~cache.valid[chains, site]
-        cache.store(chains[fresh], site[fresh], {f: v[fresh] for f, v in carried.items()})
+        cache.fill(chains, site, carried)
         clock[act] = float(t1)
         clock[chains] = t_next
         events.append(torch.stack([t_next.long(), chains, site, ids[tok]]))

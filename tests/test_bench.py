@@ -298,6 +298,19 @@ def test_metastable_plain_timed_over_fewer_steps_and_noop_share_from_memo(tmp_pa
     assert (df[df["mode"] == "plain"].steps == 10).all()
     assert (df[(df["mode"] == "memo") & (df.start != "perfect trap")].steps == 30).all()
     assert (df[(df["mode"] == "memo") & (df.start == "perfect trap")].steps == 300).all()
+
+
+def test_metastable_no_trap_keeps_the_trap_cells_it_did_not_measure(tmp_path):
+    """--no-trap measures the burned-in cells alone; a trap cell already in the table stays."""
+    out = tmp_path / "metastable-cpu.csv"
+    assert _grid(out, "--no-trap", "--temperatures", "2") == 0
+    df = pd.read_csv(out)
+    assert set(df.start) == {"burned in 100 steps"} and set(df.temperature) == {2.0}
+    assert _grid(out, "--temperatures", "2") == 0          # adds the trap cell, re-uses T = 2
+    assert _grid(out, "--no-trap", "--temperatures", "0.25") == 0
+    df = pd.read_csv(out)
+    assert set(df.start) == {"burned in 100 steps", "perfect trap"}
+    assert set(df[df.start != "perfect trap"].temperature) == {0.25, 2.0}
     memo = df[df["mode"] == "memo"].set_index(["start", "temperature"]).noop_share
     for (start, T), g in df.groupby(["start", "temperature"]):
         assert (g.cell_noop_share == memo[(start, T)]).all()

@@ -414,6 +414,8 @@ def main(argv=None) -> int:
     ap.add_argument("--chains", type=int, default=16, help="chains per metastable cell")
     ap.add_argument("--trap-steps", type=int, default=TRAP_STEPS,
                     help="chain length of memo, jump and auto in the perfect-trap cell (plain runs --plain-steps)")
+    ap.add_argument("--no-trap", action="store_true",
+                    help="metastable grid: measure only the burned-in cells, not each model and length's perfect trap")
     ap.add_argument("--plain-steps", type=int, default=None,
                     help="steps of each timed plain call in the metastable grid (default: --steps, at most "
                          "--steps); plain's rate per step does not depend on the length, so fewer buy time")
@@ -770,7 +772,8 @@ def _main_metastable(a, argv) -> int:
         coords = [c for c in ("model", "n", "start", "temperature", "mode") if c in done]
         done = done.drop_duplicates(coords, keep="last")
     df = metastable_grid(models_wanted, lengths, temperatures, chains=a.chains, steps=steps, device=a.device,
-                         dtype=a.dtype, rounds=a.rounds, trap_steps=a.trap_steps, plain_steps=plain_steps, done=done,
+                         dtype=a.dtype, rounds=a.rounds, trap=not a.no_trap, trap_steps=a.trap_steps,
+                         plain_steps=plain_steps, done=done,
                          on_cell=lambda d: d.to_csv(partial, index=False))
     _write_table(df, out, a, argv, list(dict.fromkeys([*df.model, *models_wanted])), dev)
     cols = ["model", "n", "start", "temperature", "mode", "chain_steps_per_s", "speedup", "passes_per_step",

@@ -217,7 +217,10 @@ def test_memo_rounds_fall_with_the_window_where_chains_hold(basins, monkeypatch)
     """Near the two traps of the basins chain (T = 0.3) most steps need no row: chains that wait
     for one another only once per window make far fewer scorer calls than steps, and fewer than
     with a window of one step (a call at every step where any chain needs a row): 126 against 388
-    when this test was written."""
+    when this test was written. Moves score their rows here (no remembered tokens), as a move to
+    a token beyond the few remembered does; with its three tokens remembered, this chain needs a
+    row per (state, site) and nothing else."""
+    monkeypatch.setattr(chain, "MOVE_TOKENS", 0)
     init = basins.vocab.ids[torch.randint(3, (16, 3), generator=torch.Generator().manual_seed(1))]
     calls = {}
     for window in (1, 256):
@@ -233,7 +236,9 @@ def test_auto_that_stays_on_memo_makes_about_memo_s_calls(basins, monkeypatch):
     memo for a whole window, so it makes at most AUTO_FIRST calls more than memo over the same
     steps (a split stretch costs at most the rounds of its parts). Rounds are priced at nothing
     here, as for a large model, so that auto weighs rows alone and keeps memo. The bound can fail:
-    auto segments of 16 steps, each ending with the chains in step, make more calls than that."""
+    auto segments of 16 steps, each ending with the chains in step, make more calls than that.
+    Moves score their rows (no remembered tokens), so that there are calls to count."""
+    monkeypatch.setattr(chain, "MOVE_TOKENS", 0)
     init = basins.vocab.ids[torch.randint(3, (16, 3), generator=torch.Generator().manual_seed(1))]
     spec = dict(temperature=0.3, steps=400, record_every=400)
 
@@ -251,14 +256,28 @@ def test_auto_that_stays_on_memo_makes_about_memo_s_calls(basins, monkeypatch):
     assert r.modes == [["memo", 400]] and short_calls > memo_calls + chain.AUTO_FIRST
 
 
-def _rows_needed(run, share: bool, carry: bool = True) -> int:
+def _top_tokens(scorer, k: int):
+    """(state, site) -> the ids of the k highest-scoring tokens of that row, from the scorer itself."""
+    known = {}
+
+    def top(x, i):
+        if (x.tobytes(), i) not in known:
+            s = scorer.scores(torch.as_tensor(x)[None].long(), torch.tensor([i]))[0]
+            ids = scorer.vocab.ids[torch.topk(s, min(k, len(s))).indices] if k else torch.zeros(0)
+            known[x.tobytes(), i] = set(ids.tolist())
+        return known[x.tobytes(), i]
+    return top
+
+
+def _rows_needed(run, share: bool, carry: bool = True, top=None) -> int:
     """Rows a memo engine must score along a plain run, counted from the run alone (one step per
-    round, every chain in step): a step needs the row of (state, site) when its chain moves there,
-    or when that row was never scored before (``share``: by any chain at any earlier step, in any
-    state visited; otherwise by this chain since its last move). Chains at one state and site in
-    the same step share a row where ``share``. ``carry``: a chain that moves at site i from x to y
-    knows (y, i) from then on, since x and y differ only at i and the conditional at i does not
-    read x_i."""
+    round, every chain in step): a step needs the row of (state, site) when that row was never
+    scored before (``share``: by any chain at any earlier step, in any state visited; otherwise by
+    this chain since its last move), or when its chain moves there to a token that is not among
+    ``top(state, site)`` (the tokens whose intervals the cache keeps; none if not given). Chains at
+    one state and site in the same step share a row where ``share``. ``carry``: a chain that moves
+    at site i from x to y knows (y, i) from then on, since x and y differ only at i and the
+    conditional at i does not read x_i."""
     seen, rows = set(), 0
     mine = [set() for _ in range(run.states.shape[1])]
     for t in range(len(run.sites)):
@@ -268,7 +287,8 @@ def _rows_needed(run, share: bool, carry: bool = True) -> int:
             y = run.states[t + 1, b].tobytes()
             moves = x != y
             known = (x, i) in seen if share else (x, i) in mine[b]
-            if moves or not known:
+            drawn = known and top is not None and int(run.states[t + 1, b, i]) in top(run.states[t, b], i)
+            if (moves and not drawn) or not known:
                 need.add((x, i) if share else (b, x, i))
             new = {(y, i)} if carry else set()
             mine[b] = new if moves else mine[b] | {(x, i)}
@@ -294,14 +314,16 @@ def test_memo_remembers_states_it_left_and_shares_them_across_chains(basins, mon
     counted = RowCounter(basins)
     memo = chain.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2)
     assert _same_run(plain, memo)
-    assert counted.rows == _rows_needed(plain, share=True)
-    assert counted.rows < 0.7 * _rows_needed(plain, share=False)
+    top = _top_tokens(basins, chain.MOVE_TOKENS)
+    assert counted.rows == _rows_needed(plain, share=True, top=top)
+    assert counted.rows < 0.7 * _rows_needed(plain, share=False, top=top)
 
 
 def test_memo_keeps_the_row_a_chain_moved_by_for_the_state_it_moved_to(basins, monkeypatch):
     """The count can fail: a memo that does not carry the row of a move into the new state keeps
     plain's trajectory but scores the rows counted without the carry, more than with it."""
     monkeypatch.setattr(chain, "MEMO_WINDOW", 1)
+    monkeypatch.setattr(chain, "MOVE_TOKENS", 0)              # every move scores its row, and carries it
     monkeypatch.setattr(chain, "carry", lambda *a: None)
     init = basins.vocab.ids[torch.randint(3, (16, 3), generator=torch.Generator().manual_seed(5))]
     spec = dict(temperature=0.3, steps=600, record_every=1, record_gaps=True)
@@ -309,6 +331,53 @@ def test_memo_keeps_the_row_a_chain_moved_by_for_the_state_it_moved_to(basins, m
     counted = RowCounter(basins)
     assert _same_run(plain, chain.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2))
     assert counted.rows == _rows_needed(plain, share=True, carry=False) > _rows_needed(plain, share=True)
+
+
+@pytest.mark.parametrize("tokens", [1, 2])
+def test_memo_moves_to_a_remembered_token_without_its_row(basins, monkeypatch, tokens):
+    """A memo chain keeps, with each row, the intervals of its ``MOVE_TOKENS`` most likely tokens:
+    a step at a known site whose uniform falls in one of them moves there with no model call. With
+    one or two of the three tokens remembered, 16 chains at T = 0.3 keep plain's trajectory and
+    gaps bit for bit and score the rows counted off the plain run, where a move needs its row
+    unless its new token is among the row's top ones (ranked by the scorer itself); remembering
+    fewer (none: every move scores its row) gives a larger count, so the count can fail."""
+    monkeypatch.setattr(chain, "MEMO_WINDOW", 1)
+    monkeypatch.setattr(chain, "MOVE_TOKENS", tokens)
+    init = basins.vocab.ids[torch.randint(3, (16, 3), generator=torch.Generator().manual_seed(5))]
+    spec = dict(temperature=0.3, steps=600, record_every=1, record_gaps=True)
+    plain = chain.run(basins, init, ChainSpec(**spec, mode="plain"), seed=2)
+    counted = RowCounter(basins)
+    assert _same_run(plain, chain.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2))
+    assert counted.rows == _rows_needed(plain, share=True, top=_top_tokens(basins, tokens))
+    assert counted.rows < _rows_needed(plain, share=True, top=_top_tokens(basins, tokens - 1))
+
+
+@pytest.mark.parametrize("tokens", [0, 2])
+def test_memo_cache_writes_for_each_site_what_a_fresh_row_gives(small_scorer, monkeypatch, tokens):
+    """Over a memo stretch in which chains move (rows scored, carried into the new state, and
+    moves drawn from the cache), every write to the cache holds exactly the fields a fresh scorer
+    call on that state and site gives: keep-interval, leave probability (kept where a run can
+    jump) and the remembered tokens' fields. A move drawn from the cache that kept the old
+    token's leave probability for the new state fails this, and so does a carry at the wrong token."""
+    monkeypatch.setattr(chain, "MOVE_TOKENS", tokens)
+    table = exact.TabulatedScorer(small_scorer, 5)                 # 243 states
+    spec = ChainSpec(temperature=0.7, steps=300, mode="auto")
+    writes, store = [], chain.SiteCache.store
+
+    def kept(self, units, sites, values):
+        store(self, units, sites, values)
+        slots = self.slot[units]
+        writes.extend((self.key_of[a], b, self.slot_values[a, b].clone()) for a, b in zip(slots.tolist(), sites.tolist()))
+    monkeypatch.setattr(chain.SiteCache, "store", kept)
+    states = table.vocab.ids[torch.randint(3, (8, 5), generator=torch.Generator().manual_seed(2))]
+    cache = chain.chain_cache(states)
+    _, _, moves, _ = chain.memo_segment(table, states, spec, torch.Generator().manual_seed(4), cache, 0, 300)
+    assert len(moves["time"]) > 100 and len(writes) > 40
+    for key, i, got in writes:
+        x = torch.as_tensor(np.frombuffer(key, dtype=np.int64).copy())
+        s = table.scores(x[None], torch.tensor([i]))
+        fresh = chain._chain_summaries(s, chain._cdf(s, spec.temperature), table.vocab.index_of(x[i:i + 1]), spec)
+        assert all(got[cache.col[f]].item() == v.double().item() for f, v in fresh.items()), (key, i)
 
 
 def _jump_rows_needed(run, carry: bool = True) -> int:
@@ -362,7 +431,8 @@ def test_memo_that_forgets_visited_states_scores_the_rows_counted_without_memory
     plain = chain.run(basins, init, ChainSpec(**spec, mode="plain"), seed=2)
     counted = RowCounter(basins)
     assert _same_run(plain, chain.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2))
-    assert counted.rows == _rows_needed(plain, share=False) > _rows_needed(plain, share=True)
+    top = _top_tokens(basins, chain.MOVE_TOKENS)
+    assert counted.rows == _rows_needed(plain, share=False, top=top) > _rows_needed(plain, share=True, top=top)
 
 
 def test_memo_with_a_stale_cache_leaves_the_plain_trajectory(table, wrong):

@@ -43,11 +43,16 @@ at low temperature most steps rewrite the token already there.
 
 What is remembered per state and site, whatever |A| is: the keep-interval (three float64
 numbers), the leave probability 1 - pi_i(x_i | x_{-i}) and, with ``record_gaps``, the score
-gap of the current token: O(states x n) numbers (about :data:`STATE_MEMORY` bytes, or two
-states per chain where that is more), never a row of |A| scores (64 chains x 64 sites x 30k
-tokens of rows would be 500 MB). The price: a step that moves at a remembered site
-scores that row again (memo), and a jump scores the row of the changing site once more when it
-was remembered rather than scored in the same round. A move keeps the row it was drawn from:
+gap of the current token, and the same for the :data:`MOVE_TOKENS` most likely tokens of
+the row (which token, its interval of uniforms, its gap and leave probability): O(states x n)
+numbers (about :data:`STATE_MEMORY` bytes, or two states per chain where that is more), never a
+row of |A| scores (64 chains x 64 sites x 30k tokens of rows would be 500 MB). A memo step at a
+remembered site whose uniform falls in one of those tokens' intervals moves there without a
+model call (:func:`cached_moves`): at low temperature nearly every move goes to one of the few
+most likely tokens, so a chain that leaves a state and comes back (the usual path out of a
+trap and into it again) needs no row for either move. The price: a step that moves at a
+remembered site to a token not among them scores that row again (memo), and a jump scores the
+row of the changing site once more when it was remembered rather than scored in the same round. A move keeps the row it was drawn from:
 the new state differs from the old one only at that site, whose conditional does not read the
 token there, so the new state starts with that site known (:func:`carry`; chains and coupled
 pairs, in memo and jump). Rows are
@@ -89,7 +94,10 @@ MEMO_DRAWS = 1 << 22          # (step, chain) draws a memo window holds at most 
 MEMO_SCAN = 16                # steps a memo chain first reads ahead for its next row (doubling while it finds none)
 HYSTERESIS = 0.9              # auto leaves its current mode for one estimated at most this share of its cost
 TABLE_ROUND_COST = 64.0       # a round's fixed cost in rows for scorers without a model (tables)
-CHAIN_FIELDS = ("lo", "hi", "tot", "leave", "gap")
+MOVE_TOKENS = 4               # the most likely tokens of a row whose intervals a chain's cache keeps (moves without a row)
+TOKEN_FIELDS = ("pos", "lo", "hi", "leave", "gap")
+CHAIN_FIELDS = ("lo", "hi", "tot", "leave", "gap",
+                *(f"{f}{k}" for k in range(MOVE_TOKENS) for f in TOKEN_FIELDS))
 STATE_MEMORY = 16 << 20       # bytes of a chain cache's slots: the scored states it keeps (at most MEMO_STATES)
 MEMO_STATES = 4096            # states a chain cache keeps at most (never fewer than two per chain)
 
@@ -311,10 +319,14 @@ class SiteCache:
         fresh = ~self.valid[units, sites]
         self.store(units[fresh], sites[fresh], {f: v[fresh.to(v.device)] for f, v in values.items()})
 
-    def at(self, units: torch.Tensor, sites: torch.Tensor) -> dict:
-        """The fields at the (unit, site) pairs (index tensors of any one shape), one gather for all of them."""
-        got = self.slot_values[self.slot[units], sites]
-        return {f: got[..., j] for f, j in self.col.items()}
+    def at(self, units: torch.Tensor, sites: torch.Tensor, fields: tuple[str, ...] | None = None) -> dict:
+        """The fields (all, or those named) at the (unit, site) pairs (index tensors of any one
+        shape), one gather for all of them."""
+        slots = self.slot[units]
+        if fields is None:
+            got = self.slot_values[slots, sites]
+            return {f: got[..., j] for f, j in self.col.items()}
+        return {f: self.slot_values[slots, sites, self.col[f]] for f in fields}
 
     def leave(self, units: torch.Tensor, free: torch.Tensor) -> torch.Tensor:
         return self.slot_values[self.slot[units]][:, free, self.col["leave"]]
@@ -547,14 +559,58 @@ def jump_round(act: torch.Tensor, clock: torch.Tensor, t_end: int, u: torch.Tens
             None if kept is None else {f: v[mv] for f, v in kept.items()})
 
 
-def _chain_summaries(s: torch.Tensor, cdf: torch.Tensor, pos: torch.Tensor, spec: ChainSpec) -> dict:
-    lo, hi, tot = keep_interval(cdf, pos)
-    out = {"lo": lo, "hi": hi, "tot": tot}
-    if spec.mode in ("jump", "auto") and not spec.record_gaps:          # only jumps read it
+def _token_summaries(s: torch.Tensor, cdf: torch.Tensor, pos: torch.Tensor, spec: ChainSpec) -> dict:
+    """The fields of a row read at the token in position ``pos`` (-1: not in A): its keep-interval
+    (lo, hi) and, where the run reads them, its leave probability and score gap."""
+    lo, hi, _ = keep_interval(cdf, pos)
+    out = {"lo": lo, "hi": hi}
+    if _reads_leave(spec):
         out["leave"] = leave_probability(s, pos, spec.temperature).cpu()
     if spec.record_gaps:
         out["gap"] = score_gap(s, pos.clamp(min=0).to(s.device)).float().cpu()
     return out
+
+
+def _chain_summaries(s: torch.Tensor, cdf: torch.Tensor, pos: torch.Tensor, spec: ChainSpec) -> dict:
+    """What a chain's cache keeps of a row: the fields at the current token (``pos``), the total
+    of the cdf, and the same fields at each of the row's :data:`MOVE_TOKENS` most likely tokens."""
+    out = {**_token_summaries(s, cdf, pos, spec), "tot": cdf[:, -1].cpu()}
+    k = min(MOVE_TOKENS, cdf.shape[-1])
+    if k and len(cdf):
+        top = torch.topk(torch.diff(cdf, dim=-1, prepend=torch.zeros_like(cdf[:, :1])), k, dim=-1).indices
+        for j in range(k):
+            out[f"pos{j}"] = top[:, j].cpu()
+            out.update({f"{f}{j}": v for f, v in _token_summaries(s, cdf, top[:, j], spec).items()})
+    return out
+
+
+def _reads_leave(spec: ChainSpec) -> bool:
+    """Whether a run can jump, the only reader of the leave probabilities a cache keeps."""
+    return spec.mode in ("jump", "auto") and not spec.record_gaps
+
+
+def _moved_summaries(rec: dict, j: torch.Tensor) -> tuple[dict, torch.Tensor]:
+    """A row's cached fields (``rec``: :meth:`SiteCache.at`, all fields) read at its ``j``-th most
+    likely token instead of the current one (the carry of a move drawn from the cache), and that
+    token's position in A."""
+    rows = torch.arange(len(j))
+    out = dict(rec)
+    for f in ("lo", "hi", "leave", "gap"):
+        out[f] = torch.stack([rec[f"{f}{k}"] for k in range(MOVE_TOKENS)], 1)[rows, j]
+    return out, torch.stack([rec[f"pos{k}"] for k in range(MOVE_TOKENS)], 1)[rows, j].long()
+
+
+def cached_moves(cache: SiteCache, units: torch.Tensor, sites: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """For steps (unit, site, uniform) whose row is not at hand: the rank (0 .. MOVE_TOKENS - 1)
+    of the remembered token whose interval holds the uniform (the token the sampler would draw
+    from the row), or -1 where the site is not known or the uniform falls elsewhere."""
+    if MOVE_TOKENS == 0:
+        return torch.full_like(units, -1)
+    rec = cache.at(units, sites, ("tot", *(f"{f}{k}" for k in range(MOVE_TOKENS) for f in ("lo", "hi"))))
+    v = u * rec["tot"]
+    hit = torch.stack([(rec[f"lo{k}"] <= v) & (v < rec[f"hi{k}"]) for k in range(MOVE_TOKENS)], 1)
+    hit &= cache.valid[units, sites][:, None]
+    return torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(units, -1))
 
 
 def carry(cache: SiteCache, units: torch.Tensor, sites: torch.Tensor, s: torch.Tensor, cdf: torch.Tensor,
@@ -655,7 +711,7 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
             at = at.clamp(max=S - 1)
             col = chains[:, None].expand_as(at)
             st = sites[at, col]
-            c = cache.at(col, st)
+            c = cache.at(col, st, ("lo", "hi", "tot", "gap"))
             v = u[at, col] * c["tot"]
             hit = cache.valid[col, st] & (c["lo"] <= v) & (v < c["hi"]) & inside
             found = (~hit & inside).any(1)
@@ -673,6 +729,25 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
         if len(wait) == 0:
             break
         at = ptr[wait]
+        # a step at a known site whose uniform falls in a remembered token's interval moves there
+        # without its row (the sampler would draw that token from it)
+        rank = cached_moves(cache, wait, sites[at, wait], u[at, wait])
+        if (rank >= 0).any():
+            c, ci = wait[rank >= 0], at[rank >= 0]
+            sc = sites[ci, c]
+            rec, new = _moved_summaries(cache.at(c, sc), rank[rank >= 0])
+            tok = scorer.vocab.ids[new].to(states.device)
+            if gaps is not None:
+                gaps[ci, c] = rec["gap"].float()
+            states[c, sc] = tok
+            cache.enter(c, states[c])
+            cache.fill(c, sc, rec)
+            events.append(torch.stack([t0 + ci + 1, c, sc, tok.cpu()]))
+            ptr[c] += 1
+            advance(c)
+            wait, at = wait[rank < 0], at[rank < 0]
+            if len(wait) == 0:
+                continue
         sn, uw = sites[at, wait], u[at, wait]
         s, r = _unique_rows(scorer, states, cache, wait, sn)
         rows += r

@@ -26,7 +26,9 @@ at low temperature most steps rewrite the token already there.
   step's batch. What is remembered belongs to the state, not to the chain: chains at one state
   share it (and one row per site), and it is kept after they leave, so a chain that comes back
   to a state, or reaches one another chain has scored, starts with those sites known (up to
-  :data:`MEMO_STATES` states, the least recently entered given up first). The trajectory is
+  :data:`MEMO_STATES` states, the least recently entered given up first). A round scores the
+  rows the waiting chains need now and, up to as many rows as there are chains, some of the
+  next sites their new states will need (:func:`memo_segment`). The trajectory is
   the plain engine's: bit for bit on a scorer whose rows do not depend on the batch (a table),
   up to the float rounding of a row scored in another batch otherwise.
 - ``jump``: rejection-free (the n-fold way of Bortz, Kalos and Lebowitz, 1975). Once the m

@@ -54,12 +54,12 @@ model call (:func:`cached_moves`): at low temperature nearly every move goes to 
 most likely tokens, so a chain that leaves a state and comes back (the usual path out of a
 trap and into it again) needs no row for either move. The price: a step that moves at a
 remembered site to a token not among them scores that row again (memo), and a jump scores the
-row of the changing site once more when it was remembered rather than scored in the same round. A move keeps the row it was drawn from:
-the new state differs from the old one only at that site, whose conditional does not read the
-token there, so the new state starts with that site known (:func:`carry`; chains and coupled
-pairs, in memo and jump). Rows are
-held only inside a scorer call, at most :data:`ROW_BUDGET` scores per call in a jump's batched
-pass.
+row of the changing site once more when it was remembered rather than scored in the same round.
+A move keeps the row it was drawn from: the new state differs from the old one only at that
+site, whose conditional does not read the token there, so the new state starts with that site
+known (:func:`carry`; chains and coupled pairs, in memo and jump; coupled pairs keep no
+remembered tokens). Rows are held only inside a scorer call, at most :data:`ROW_BUDGET` scores
+per call in a jump's batched pass.
 
 Records in jump segments: ``states`` at the recording grid hold each chain's state at that
 step (constant between its moves). ``sites[t - 1, b]`` is the site chain b changed at step t,

@@ -353,6 +353,28 @@ def test_memo_moves_to_a_remembered_token_without_its_row(basins, monkeypatch, t
     assert counted.rows < _rows_needed(plain, share=True, top=_top_tokens(basins, tokens - 1))
 
 
+def test_leave_probability_has_full_relative_precision_for_every_token_of_a_row():
+    """1 - pi(a | .) for several tokens a of each row from one softmax, against an independent
+    log-space form exp(logsumexp over the other tokens - logsumexp over all), to 1e-12 relative,
+    including a trap row where the argmax holds all but about 1e-13 and rows where no token
+    holds half; a token not in A (-1) gives the row's total."""
+    g = torch.Generator().manual_seed(0)
+    s = torch.randn((6, 50), generator=g, dtype=torch.float64) * 3
+    s[0, 7] = s[0].max() + 8.0                          # at T = 0.25: the others hold under 1e-12
+    T = 0.25
+    pos = torch.stack([torch.arange(6) % 50, torch.full((6,), 7), s.argmax(-1), torch.randint(50, (6,), generator=g)], 1)
+    got = chain.leave_probability(s, pos, T)
+    z = s / T
+    for r in range(6):
+        for j in range(pos.shape[1]):
+            others = torch.cat([z[r, :pos[r, j]], z[r, pos[r, j] + 1:]])
+            want = math.exp(float(torch.logsumexp(others, 0) - torch.logsumexp(z[r], 0)))
+            assert abs(float(got[r, j]) - want) <= 1e-12 * want, (r, j)
+    assert float(got[0, 1]) < 1e-10
+    assert torch.equal(chain.leave_probability(s, pos[:, 2], T), got[:, 2])
+    assert torch.allclose(chain.leave_probability(s, torch.full((6,), -1), T), torch.ones(6, dtype=torch.float64))
+
+
 def slope_trap(n=9, k=3, d=1.0):
     """A joint law on k^n states falling by d per site away from the all-zero state: at T = 0.25 a
     chain stays there, and where it has stepped away it stays a while in a state it has not seen

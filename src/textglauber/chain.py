@@ -203,10 +203,19 @@ def without(p: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
 
 
 def leave_probability(scores: torch.Tensor, pos: torch.Tensor, temperature) -> torch.Tensor:
-    """1 - pi(x | .) per row at temperature T, as the sum over the other tokens (no cancellation
-    when pi(x) is close to 1, as in a trap); 1 where the token is not in A (pos -1)."""
+    """1 - pi(x | .) per row at temperature T for the token at ``pos`` ((rows,), or (rows, k) for
+    k tokens of each row from one softmax); the sum of the row where the token is not in A (-1).
+    No cancellation when pi(x) is close to 1, as in a trap: only a row's most likely token can
+    hold more than half, and its value is the sum over the other tokens; for any other token,
+    the total less its probability (at least a half) loses no relative precision."""
     p = torch.softmax(scores.double() / temperature, dim=-1)
-    return without(p, pos).sum(-1)
+    cols = pos.to(p.device).reshape(len(p), -1)
+    big = p.argmax(-1)
+    total = p.sum(-1, keepdim=True)
+    out = torch.where(cols == big[:, None], without(p, big).sum(-1, keepdim=True),
+                      total - p.gather(1, cols.clamp(min=0)))
+    out = torch.where(cols >= 0, out, total)
+    return out.reshape(pos.shape)
 
 
 def restricted(p: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -564,28 +573,26 @@ def jump_round(act: torch.Tensor, clock: torch.Tensor, t_end: int, u: torch.Tens
             None if kept is None else {f: v[mv] for f, v in kept.items()})
 
 
-def _token_summaries(s: torch.Tensor, cdf: torch.Tensor, pos: torch.Tensor, spec: ChainSpec) -> dict:
-    """The fields of a row read at the token in position ``pos`` (-1: not in A): its keep-interval
-    (lo, hi) and, where the run reads them, its leave probability and score gap."""
-    lo, hi, _ = keep_interval(cdf, pos)
-    out = {"lo": lo, "hi": hi}
-    if _reads_leave(spec):
-        out["leave"] = leave_probability(s, pos, spec.temperature).cpu()
-    if spec.record_gaps:
-        out["gap"] = score_gap(s, pos.clamp(min=0).to(s.device)).float().cpu()
-    return out
-
-
 def _chain_summaries(s: torch.Tensor, cdf: torch.Tensor, pos: torch.Tensor, spec: ChainSpec) -> dict:
-    """What a chain's cache keeps of a row: the fields at the current token (``pos``), the total
-    of the cdf, and the same fields at each of the row's :data:`MOVE_TOKENS` most likely tokens."""
-    out = {**_token_summaries(s, cdf, pos, spec), "tot": cdf[:, -1].cpu()}
-    k = min(MOVE_TOKENS, cdf.shape[-1])
-    if k and len(cdf):
-        top = torch.topk(torch.diff(cdf, dim=-1, prepend=torch.zeros_like(cdf[:, :1])), k, dim=-1).indices
-        for j in range(k):
-            out[f"pos{j}"] = top[:, j].cpu()
-            out.update({f"{f}{j}": v for f, v in _token_summaries(s, cdf, top[:, j], spec).items()})
+    """What a chain's cache keeps of a row: the total of the cdf, and at the current token
+    (``pos``; -1: not in A) and at each of the row's :data:`MOVE_TOKENS` highest-scoring tokens
+    (``pos0``, ...) the keep-interval (lo, hi) and, where the run reads them, the leave
+    probability (all from one softmax) and the score gap."""
+    k = min(MOVE_TOKENS, s.shape[-1]) if len(s) else 0
+    cols = pos.to(s.device)[:, None]
+    if k:
+        cols = torch.cat([cols, torch.topk(s, k, dim=-1).indices], 1)
+    leave = leave_probability(s, cols, spec.temperature).cpu() if _reads_leave(spec) else None
+    out = {"tot": cdf[:, -1].cpu()}
+    for j in range(cols.shape[1]):
+        tag = "" if j == 0 else str(j - 1)
+        out[f"lo{tag}"], out[f"hi{tag}"], _ = keep_interval(cdf, cols[:, j])
+        if j:
+            out[f"pos{tag}"] = cols[:, j].cpu()
+        if leave is not None:
+            out[f"leave{tag}"] = leave[:, j]
+        if spec.record_gaps:
+            out[f"gap{tag}"] = score_gap(s, cols[:, j].clamp(min=0)).float().cpu()
     return out
 
 

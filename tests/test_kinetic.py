@@ -372,6 +372,7 @@ def test_leave_probability_has_full_relative_precision_for_every_token_of_a_row(
             assert abs(float(got[r, j]) - want) <= 1e-12 * want, (r, j)
     assert float(got[0, 1]) < 1e-10
     assert torch.equal(chain.leave_probability(s, pos[:, 2], T), got[:, 2])
+    assert chain.leave_probability(s[:0], pos[:0], T).shape == (0, 4)
     assert torch.allclose(chain.leave_probability(s, torch.full((6,), -1), T), torch.ones(6, dtype=torch.float64))
 
 

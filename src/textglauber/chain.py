@@ -209,7 +209,7 @@ def leave_probability(scores: torch.Tensor, pos: torch.Tensor, temperature) -> t
     hold more than half, and its value is the sum over the other tokens; for any other token,
     the total less its probability (at least a half) loses no relative precision."""
     p = torch.softmax(scores.double() / temperature, dim=-1)
-    cols = pos.to(p.device).reshape(len(p), -1)
+    cols = pos.to(p.device)[:, None] if pos.dim() == 1 else pos.to(p.device)
     big = p.argmax(-1)
     total = p.sum(-1, keepdim=True)
     out = torch.where(cols == big[:, None], without(p, big).sum(-1, keepdim=True),

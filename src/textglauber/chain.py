@@ -720,6 +720,21 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
     fresh_steps, fresh_moves = 0, 0                     # steps at sites not known yet, and how many of them moved
     nothing = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long))
 
+    def read(chains: torch.Tensor, first: torch.Tensor, width: int, fields: tuple[str, ...]):
+        """Each chain's steps first, first + 1, ... (``width`` of them, (k, width), clamped to the
+        stretch): the steps, whether each lies inside the stretch, its site, whether that site is
+        known in the chain's current state, whether the cache says it keeps the token there, and
+        the named cached fields."""
+        at = first[:, None] + torch.arange(width)[None, :]
+        inside = at < S
+        at = at.clamp(max=S - 1)
+        col = chains[:, None].expand_as(at)
+        st = sites[at, col]
+        known = cache.valid[col, st]
+        c = cache.at(col, st, ("lo", "hi", "tot", *fields))
+        v = u[at, col] * c["tot"]
+        return at, inside, st, known, known & (c["lo"] <= v) & (v < c["hi"]), c
+
     def ahead(chains: torch.Tensor, at: torch.Tensor, budget: int):
         """(chain, site) pairs to score with this round's needs, at most ``budget``: each chain's
         next sites that its current state does not know, in step order up to the first step its
@@ -732,15 +747,8 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
         depth = min(MEMO_AHEAD, int(math.log(AHEAD_USE) / math.log1p(-m)))
         if budget <= 0 or depth < 1 or len(chains) == 0:
             return nothing
-        j = at[:, None] + torch.arange(1, AHEAD_SCAN + 1)[None, :]
-        inside = j < S
-        j = j.clamp(max=S - 1)
-        col = chains[:, None].expand_as(j)
-        st = sites[j, col]
-        known = cache.valid[col, st]
-        c = cache.at(col, st, ("lo", "hi", "tot"))
-        v = u[j, col] * c["tot"]
-        stop = ((known & ~((c["lo"] <= v) & (v < c["hi"]))) | ~inside).cumsum(1) > 0
+        _, inside, st, known, kept, _ = read(chains, at + 1, AHEAD_SCAN, ())
+        stop = ((known & ~kept) | ~inside).cumsum(1) > 0
         cand = ~known & ~stop & (st != sites[at, chains][:, None])
         w = torch.arange(AHEAD_SCAN)
         cand &= ~((st[:, :, None] == st[:, None, :]) & (w[None, :] < w[:, None])[None] & cand[:, None, :]).any(2)
@@ -758,14 +766,8 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
         chains skip, not the window's length, so a long window costs no more per step."""
         width = MEMO_SCAN
         while len(chains):
-            at = ptr[chains][:, None] + torch.arange(width)[None, :]            # (k, width) steps
-            inside = at < S
-            at = at.clamp(max=S - 1)
-            col = chains[:, None].expand_as(at)
-            st = sites[at, col]
-            c = cache.at(col, st, ("lo", "hi", "tot", "gap"))
-            v = u[at, col] * c["tot"]
-            hit = cache.valid[col, st] & (c["lo"] <= v) & (v < c["hi"]) & inside
+            at, inside, _, _, hit, c = read(chains, ptr[chains], width, ("gap",))   # (k, width) steps
+            hit &= inside
             found = (~hit & inside).any(1)
             first = torch.where(found, (~hit).float().argmax(1), inside.sum(1))   # skipped steps in the block
             if gaps is not None:                                     # the remembered gaps of the skipped steps
@@ -808,10 +810,10 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
         rows += r
         cdf_all = _cdf(s_all, spec.temperature)
         # every row scored is the conditional of the chain's state before this step: remember it
-        cache.store(units, where, _chain_summaries(s_all, cdf_all, scorer.vocab.index_of(states[units, where]), spec))
-        s, cdf = s_all[:len(wait)], cdf_all[:len(wait)]
+        pos_all = scorer.vocab.index_of(states[units, where])
+        cache.store(units, where, _chain_summaries(s_all, cdf_all, pos_all, spec))
+        s, cdf, pos = s_all[:len(wait)], cdf_all[:len(wait)], pos_all[:len(wait)]
         idx = _search(cdf, uw)
-        pos = scorer.vocab.index_of(states[wait, sn])
         kept = idx.cpu() == pos
         fresh_steps += int(fresh.sum())
         fresh_moves += int((fresh & ~kept).sum())

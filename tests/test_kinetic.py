@@ -235,8 +235,8 @@ def test_memo_rounds_fall_with_the_window_where_chains_hold(basins, monkeypatch)
 def test_auto_that_stays_on_memo_makes_about_memo_s_calls(basins, monkeypatch):
     """Near the basins chain's traps (T = 0.3) auto looks for AUTO_FIRST steps and then stays on
     memo for a whole window, so it makes at most AUTO_FIRST calls more than memo over the same
-    steps (a split stretch costs at most the rounds of its parts). Rounds are priced at nothing
-    here, as for a large model, so that auto weighs rows alone and keeps memo. The bound can fail:
+    steps (a split stretch costs at most the rounds of its parts). Rounds and a memo step's own
+    work are priced at nothing here, so that auto weighs rows alone and keeps memo. The bound can fail:
     auto segments of 16 steps, each ending with the chains in step, make more calls than that.
     Moves score their rows (no remembered tokens), so that there are calls to count."""
     monkeypatch.setattr(chain, "MOVE_TOKENS", 0)
@@ -245,7 +245,7 @@ def test_auto_that_stays_on_memo_makes_about_memo_s_calls(basins, monkeypatch):
 
     def counted_run(mode):
         counted = CallCounter(basins)
-        counted.round_cost_rows = counted.summary_cost_rows = 0.0
+        counted.round_cost_rows = counted.summary_cost_rows = counted.step_cost_rows = 0.0
         return chain.run(counted, init, ChainSpec(**spec, mode=mode), seed=3), counted.calls
 
     _, memo_calls = counted_run("memo")
@@ -407,7 +407,7 @@ def test_memo_cache_writes_for_each_site_what_a_fresh_row_gives(small_scorer, mo
     monkeypatch.setattr(chain.SiteCache, "store", kept)
     states = table.vocab.ids[torch.randint(3, (8, n), generator=torch.Generator().manual_seed(2))]
     cache = chain.chain_cache(states)
-    _, _, moves, _ = chain.memo_segment(table, states, spec, torch.Generator().manual_seed(4), cache, 0, 300)
+    _, _, moves, _, _ = chain.memo_segment(table, states, spec, torch.Generator().manual_seed(4), cache, 0, 300)
     assert len(moves["time"]) > 100 and len(writes) > 40
     for key, i, got in writes:
         x = torch.as_tensor(np.frombuffer(key, dtype=np.int64).copy())
@@ -719,6 +719,21 @@ def test_holding_check_sorts_the_deepest_traps_and_counts_what_it_spent(smoke_tr
     assert df["censored"].iloc[0] > 0 and df["censored"].iloc[1:].eq(0).all()   # mean ~2,750 against 5,000
 
 
+def script_policy(monkeypatch, after: dict) -> None:
+    """Make auto's policy follow a script: after a segment in mode m, ``after[m]`` = (the next
+    mode, its length). Its own rule keeps memo on the small tables here, whose states the cache
+    soon answers in full (memo then needs no round at all); a script makes the switches that the
+    law and resume checks need."""
+    def scripted(self, mode, steps, *rest):
+        if self.history and self.history[-1][0] == mode:
+            self.history[-1][1] += steps
+        else:
+            self.history.append([mode, steps])
+        self.current, self.length = after[mode]
+
+    monkeypatch.setattr(chain.Policy, "observe", scripted)
+
+
 # ---------------------------------------------------------------- long-run frequencies
 def _long_run(scorer, T, mode, chains=40, steps=800, seed=3):
     init = scorer.vocab.ids[torch.randint(scorer.vocab.size, (chains, 3), generator=torch.Generator().manual_seed(1))]
@@ -726,13 +741,19 @@ def _long_run(scorer, T, mode, chains=40, steps=800, seed=3):
 
 
 @pytest.mark.parametrize("mode", ["memo", "jump", "auto"])
-def test_long_run_frequencies_match_the_exact_stationary_law(basins, mode):
-    """Two traps at T = 0.5 (stay probabilities 0.93 and 0.89, exact t_mix 11): 40 chains of 800 steps."""
+def test_long_run_frequencies_match_the_exact_stationary_law(basins, mode, monkeypatch):
+    """Two traps at T = 0.5 (stay probabilities 0.93 and 0.89, exact t_mix 11): 40 chains of 800
+    steps. In auto, the policy is scripted to switch at every segment (memo, then jump, plain,
+    memo, ... of 16 to 64 steps), and the law is checked across the switches."""
+    if mode == "auto":
+        after = {"memo": ("jump", 64), "jump": ("plain", 16), "plain": ("memo", 48)}
+
+        script_policy(monkeypatch, after)
     ex, P = kernel(basins, 3, 0.5)
     r = _long_run(basins, 0.5, mode)
     assert stationary_pvalue(r, ex, exact.stationary(P), burn=100, min_pi=0.004) > ALPHA
     if mode == "auto":
-        assert {m for m, _ in r.modes} >= {"memo", "jump"}, r.modes       # the switch itself is checked
+        assert [m for m, _ in r.modes[:4]] == ["memo", "jump", "plain", "memo"] and len(r.modes) > 12, r.modes
 
 
 def test_long_run_frequencies_of_a_restricted_real_model(rxn_table):
@@ -870,11 +891,13 @@ def test_resume_after_kill_in_jump_mode_equals_the_uninterrupted_run(full_scorer
     assert _equal_runs(whole, _killed_and_resumed(full_scorer, init, spec, 7, tmp_path, kill_at=60))
 
 
-def test_resume_after_kill_in_auto_mode_equals_the_uninterrupted_run_and_needs_the_saved_policy(tmp_path):
-    """12 chains in a trap and 4 elsewhere make auto switch between jump and the stepping modes,
-    with a jump segment running across the checkpoint where the run is killed: the resumed run
-    equals the whole run, and a checkpoint stripped of the engine's state (cache and policy)
-    gives another run (its fresh policy steps where the whole run jumped)."""
+def test_resume_after_kill_in_auto_mode_equals_the_uninterrupted_run_and_needs_the_saved_policy(tmp_path, monkeypatch):
+    """12 chains in a trap and 4 elsewhere; auto's policy is scripted to switch between jump and
+    the stepping modes (jump segments of up to 1000 steps, cut at each checkpoint), with a jump
+    segment running up to the checkpoint where the run is killed: the resumed run equals the
+    whole run, and a checkpoint stripped of the engine's state (cache and policy) gives another
+    run (its fresh policy steps where the whole run jumped)."""
+    script_policy(monkeypatch, {"memo": ("jump", 1000), "jump": ("plain", 16), "plain": ("memo", 48)})
     sc, trap = trap_joint(depth=4.0)
     init = torch.as_tensor(sc.chain.states[[trap] * 12 + list(range(4))])
     spec = ChainSpec(temperature=0.4, steps=2000, record_every=7, checkpoint_every=250, mode="auto")
@@ -956,17 +979,68 @@ def test_auto_scores_far_fewer_rows_in_a_perfect_trap_and_no_more_at_high_temper
 
 
 def test_auto_counts_the_rows_a_jump_must_score_before_its_first_move():
-    """A first memo segment of 4 steps saw no move and scored 57 rows over 16 chains (57/64 a
-    chain-step), with a round worth 0.02 rows. Jump must first score each chain's unscored free
-    sites, u of m = 20, over the 16 steps of the segment it would run: it is chosen only when u/16
-    is under HYSTERESIS of memo's estimate, 57/64 + (0.02/16)(MEMO_CALL (1 - e^-14.25) + MEMO_ROUNDS),
-    that is for u <= 12 (the closed form's threshold is 12.86). A rule blind to the fill jumps at
-    any u."""
-    memo = 57 / 64 + 0.02 / 16 * (chain.MEMO_CALL * (1 - math.exp(-16 * 57 / 64)) + chain.MEMO_ROUNDS)
-    threshold = chain.AUTO_SEGMENT * chain.HYSTERESIS * memo
-    assert 12 < threshold < 13
-    for u, want in ((0, "jump"), (12, "jump"), (13, "memo"), (16, "memo")):
-        p = chain.Policy(mode="auto", m=20, round_cost=0.02)
-        p.observe("memo", 4, torch.zeros(16, dtype=torch.long), 57, None, torch.full((16,), u))
-        assert p.current == want, u
-        assert p.history == [["memo", 4]]
+    """A memo segment of 4 steps saw no move and scored 57 rows over 16 chains (57/64 a
+    chain-step) in 4 calls, with a round worth 0.02 rows: memo's estimate is 57/64 + (0.02/16)(4/4).
+    Jump must first score each chain's unscored free sites, u of m = 20, over the 16 steps of the
+    segment it would run, u/16 (plus 0.02/16 log2(W/16 + 1)/W for its segments), and is chosen
+    only under HYSTERESIS of memo's estimate: for u <= 12 (threshold 12.84). A rule blind to the
+    fill jumps at any u. Were that segment the run's first (the look), its rows would be the
+    warm-up of an empty cache, and memo is priced at its cold estimate for the moves seen, none:
+    nothing, so it stays at every u (taking the look's rows at face value jumps for u <= 14)."""
+    memo = 57 / 64 + 0.02 / 16 * (4 / 4)
+    segments = 0.02 / 16 * math.log2(chain.MEMO_WINDOW / chain.AUTO_SEGMENT + 1) / chain.MEMO_WINDOW
+    later = chain.AUTO_SEGMENT * (chain.HYSTERESIS * memo - segments)
+    assert 12 < later < 13
+    cases = {"look": ((0, "memo"), (14, "memo"), (16, "memo")),
+             "later": ((0, "jump"), (12, "jump"), (13, "memo"), (16, "memo"))}
+    for when, expected in cases.items():
+        for u, want in expected:
+            before = [] if when == "look" else [["plain", 16]]
+            p = chain.Policy(mode="auto", m=20, round_cost=0.02, history=[list(h) for h in before])
+            p.observe("memo", 4, torch.zeros(16, dtype=torch.long), 57, None, torch.full((16,), u), 4)
+            assert p.current == want, (when, u)
+            assert p.history == before + [["memo", 4]]
+
+
+def test_auto_runs_plain_where_memo_would_score_nearly_every_row():
+    """The trained English MLM at n = 20, T = 1 (16 chains): memo scored 0.974 rows a chain-step in
+    one call a step, and its work per row beyond the pass (c = 0.11 rows) and a call's fixed cost
+    (K = 3.15 rows) make it dearer than plain: memo 0.974 (1.11) + 3.15/16 = 1.278 against plain
+    1 + 3.15/16 = 1.197. After the look auto runs plain; past it, within HYSTERESIS, it keeps memo.
+    At 0.236 rows a chain-step in 0.279 calls a step (rxnfp BERT at T = 0.5), memo stays. A rule
+    that prices a memo row as a plain one (c = 0) keeps memo at 0.974 rows too. The chains' moves
+    are those of the rows (q with m q / (1 + (m - 1) q) = rho, m = 20), so jump is dearer still."""
+    k, steps = 16, 240
+
+    def choose(rho, calls_per_step, c=0.11, history=()):
+        p = chain.Policy(mode="auto", m=20, round_cost=3.15, row_extra=c, history=[list(h) for h in history])
+        q = rho / (20 - 19 * rho)                 # the move rate at which memo scores rho rows a step
+        moves = torch.full((k,), round(q * steps), dtype=torch.long)
+        p.observe("memo", steps, moves, round(rho * k * steps), None, torch.zeros(k), round(calls_per_step * steps))
+        return p.current
+
+    memo = 0.974 * 1.11 + 3.15 / 16
+    assert 1.197 < memo and 1.197 > chain.HYSTERESIS * memo
+    assert choose(0.974, 1.0) == "plain"
+    assert choose(0.974, 1.0, history=[["memo", 4]]) == "memo"
+    assert choose(0.236, 0.279) == "memo"
+    assert choose(0.974, 1.0, c=0.0) == "memo"
+
+
+def test_row_flops_count_every_weight_but_the_embedding_tables(tiny_mlm):
+    """Two FLOPs per weight and position, the special tokens included, for every weight outside
+    the word, position and token-type tables (read off the model's config; the output layer tied
+    to the word table is not counted twice); the fixed cost of a call and memo's work per row are
+    the device's times over that. Counting the tables too gives another number."""
+    cfg, n = tiny_mlm.model.config, 7
+    total = sum(p.numel() for p in tiny_mlm.model.parameters())
+    tables = cfg.hidden_size * (cfg.vocab_size + cfg.max_position_embeddings + cfg.type_vocab_size)
+    positions = n + len(tiny_mlm.prefix_ids) + len(tiny_mlm.suffix_ids)
+    assert positions == n + 2                                  # [CLS] ... [SEP]
+    assert chain.row_flops(tiny_mlm, n) == 2.0 * (total - tables) * positions != 2.0 * total * positions
+    scorer = models.MaskedLMScorer(tiny_mlm, vocabulary.allowed_vocabulary(tiny_mlm.tokenizer))
+    cpu = chain.DEVICE_COSTS["cpu"]
+    row_seconds = 2.0 * (total - tables) * positions / cpu["flops"]
+    assert chain.round_cost(scorer, n) == pytest.approx(cpu["round"] / row_seconds)
+    assert chain.summary_cost(scorer, n) == pytest.approx(cpu["row_extra"] / row_seconds)
+    assert chain.step_cost(scorer, n) == pytest.approx(cpu["step"] / row_seconds)

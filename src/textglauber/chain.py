@@ -88,9 +88,12 @@ ROW_BUDGET = 1 << 23          # scores (rows x |A|) per scorer call in a jump's 
 AUTO_FIRST = 4                # steps of the auto mode's first (memo) segment, which only looks
 AUTO_SEGMENT = 16             # steps of a plain segment of the auto mode, and the first of a memo or jump stretch
 AUTO_JUMP_MAX = 1 << 20       # longest jump segment of the auto mode (doubles from AUTO_SEGMENT)
-# the fixed work of the modes, in rounds of the plain engine (fitted to the tiny MLM on a CPU:
-# a memo step that needs no model call, one that does, a jump round)
-MEMO_ROUNDS, MEMO_CALL, JUMP_ROUNDS = 0.4, 1.7, 1.0
+# the fixed work of the modes, in scorer rounds: memo chains batch their rows across steps, a
+# round for about 1.25 rows per chain-step (rxnfp BERT, AntiBERTy and the trained English MLM at
+# n = 20, 16 chains: 1.05-1.5); memo pairs step together, PAIR_CALL rounds of a plain step per
+# step that needs a row and PAIR_STEP per step (fitted to the tiny MLM on a CPU); a jump, a
+# round per move of the busiest unit
+MEMO_CALL, PAIR_CALL, PAIR_STEP, JUMP_ROUNDS = 1.25, 1.7, 0.4, 1.0
 MEMO_WINDOW = 4096            # steps the memo mode's chains run on their own clocks before they meet again
 MEMO_DRAWS = 1 << 22          # (step, chain) draws a memo window holds at most (a shorter window for many chains)
 MEMO_SCAN = 16                # steps a memo chain first reads ahead for its next row (doubling while it finds none)
@@ -98,7 +101,17 @@ MEMO_AHEAD = 8                # rows a memo chain may score in a round beyond th
 AHEAD_USE = 0.5               # ... each only where the chain is estimated at least this likely to still be in its state there
 AHEAD_SCAN = 64               # steps a memo chain looks through for those sites
 HYSTERESIS = 0.9              # auto leaves its current mode for one estimated at most this share of its cost
+# what a model's rows and the engine's work cost, per device type: the FLOP/s of the encoder's
+# rows, and in seconds the fixed time of a scorer call ("round"), the memo's and jump's Python and
+# cache work per row scored ("row_extra") and a memo chain-step's own work ("step"). CPU: measured
+# on this project's 2-core machines (rxnfp BERT, AntiBERTy, trained English MLM at n = 20 and 64:
+# 140-180 GFLOP/s at batch 16-64; a call 9-16 ms at batch 1, 1-5 rows; 0.27-0.42 ms per memo row
+# over what plain spends; 0.6 us a chain-step for 16 chains in a tabulated trap). CUDA: estimates,
+# not measured here.
+DEVICE_COSTS = {"cpu": {"flops": 1.5e11, "round": 1e-2, "row_extra": 3.5e-4, "step": 6e-7},
+                "cuda": {"flops": 1e14, "round": 3e-3, "row_extra": 0.0, "step": 6e-7}}
 TABLE_ROUND_COST = 64.0       # a round's fixed cost in rows for scorers without a model (tables)
+TABLE_STEP_COST = 0.15        # a memo chain-step's own work (draws, cache reads) in rows of a table
 MOVE_TOKENS = 4               # the most likely tokens of a row whose intervals a chain's cache keeps (moves without a row)
 TOKEN_FIELDS = ("pos", "lo", "hi", "leave", "gap")
 CHAIN_FIELDS = ("lo", "hi", "tot", "leave", "gap",
@@ -383,58 +396,95 @@ def chain_cache(states: torch.Tensor) -> SiteCache:
     return cache
 
 
-def round_cost(scorer: Scorer, n: int) -> float:
-    """The fixed cost of one round of the engine (a scorer call and its Python work), in rows of
-    the scorer: what the auto mode weighs against the rows it saves. A scorer may state it as
-    ``round_cost_rows``; for a model it is estimated from the parameter count and the device
-    (about 0.2 ms a round at 50 GFLOP/s on a CPU, 3 ms at 100 TFLOP/s on a GPU); a table's rows
-    cost next to nothing, so a round is worth :data:`TABLE_ROUND_COST` of them."""
-    given = getattr(scorer, "round_cost_rows", None)
+def row_flops(lm, n: int) -> float:
+    """FLOPs of one row of the encoder at content length n: 2 per weight outside the embedding
+    tables (a lookup costs nothing) per position, with the special tokens."""
+    tables = {id(p) for mod in lm.model.modules() if isinstance(mod, torch.nn.Embedding) for p in mod.parameters()}
+    body = sum(p.numel() for p in lm.model.parameters() if id(p) not in tables)
+    return 2.0 * body * (n + len(lm.prefix_ids) + len(lm.suffix_ids))
+
+
+def _in_rows(scorer: Scorer, n: int, override: str, table: float, work: str) -> float:
+    """A cost in rows of the scorer: its own ``override`` attribute if it states one, ``table``
+    for a scorer without a model, else the device's time for ``work`` (:data:`DEVICE_COSTS`)
+    over a row's time."""
+    given = getattr(scorer, override, None)
     if given is not None:
         return float(given)
     lm = getattr(scorer, "lm", None)
     if lm is None:
-        return TABLE_ROUND_COST
-    row_flops = 2.0 * sum(p.numel() for p in lm.model.parameters()) * (n + 2)
-    cuda = getattr(lm.device, "type", str(lm.device)) == "cuda"
-    return (3e-3 * 1e14 if cuda else 2e-4 * 5e10) / row_flops
+        return table
+    costs = DEVICE_COSTS["cuda" if getattr(lm.device, "type", str(lm.device)) == "cuda" else "cpu"]
+    return costs[work] * costs["flops"] / row_flops(lm, n)
 
 
-def summary_cost(scorer: Scorer) -> float:
-    """What remembering a scored row costs (its keep-interval and leave probability), in rows:
-    nothing next to a model's pass, about a row of a table (``summary_cost_rows`` overrides)."""
-    given = getattr(scorer, "summary_cost_rows", None)
-    if given is not None:
-        return float(given)
-    return 0.0 if getattr(scorer, "lm", None) is not None else 1.0
+def round_cost(scorer: Scorer, n: int) -> float:
+    """The fixed cost of one round of the engine (a scorer call), in rows of the scorer: what the
+    auto mode weighs against the rows it saves (``round_cost_rows`` overrides). For a model on a
+    CPU about 5 rows for rxnfp BERT at n = 20 and 2 at n = 64 (measured: 5 and 1), 3 for the
+    trained English MLM at n = 20 (measured: 5), 1.3 for AntiBERTy (measured: 2); a table's rows
+    cost next to nothing, so a round is worth :data:`TABLE_ROUND_COST` of them. Only ratios of
+    these constants reach the auto mode's choice, which sees counts, never clocks."""
+    return _in_rows(scorer, n, "round_cost_rows", TABLE_ROUND_COST, "round")
+
+
+def summary_cost(scorer: Scorer, n: int) -> float:
+    """What the memo and jump modes spend per row they score beyond the pass itself (the cache's
+    summaries of the row and the Python work of their rounds), in rows (``summary_cost_rows``
+    overrides): for a model on a CPU 0.19 for rxnfp BERT at n = 20 (measured about 0.1), 0.11 for
+    the trained English MLM (measured 0.1); about a row of a table."""
+    return _in_rows(scorer, n, "summary_cost_rows", 1.0, "row_extra")
+
+
+def step_cost(scorer: Scorer, n: int) -> float:
+    """What a memo chain-step costs beyond its rows and rounds (its draws and cache reads), in rows
+    (``step_cost_rows`` overrides): next to nothing for a model (3e-4 rows for rxnfp BERT at
+    n = 20), :data:`TABLE_STEP_COST` of a table, whose rows are as cheap as the step. It is what
+    makes a jump, which spends nothing on a step that changes nothing, beat a memo whose cache
+    answers every step."""
+    return _in_rows(scorer, n, "step_cost_rows", TABLE_STEP_COST, "step")
 
 
 @dataclass
 class Policy:
     """Which engine mode the next segment of a run (or of a coupling) uses.
 
-    A fixed mode runs as one segment. ``auto`` starts with a short memo segment and then, after
-    every segment, estimates the cost per unit-step (chain or pair) of each mode from what the
-    segment showed, in rows of the scorer plus the fixed cost K of a round (``round_cost``) over the
-    k live units, and picks the cheapest. With q_b each unit's observed move rate (after a jump
-    segment, its exact leave probability where its current state is fully scored) and m free sites:
-    plain r + K/k; memo r rho (1 + c) + (K/k)(MEMO_CALL (1 - exp(-k rho)) + MEMO_ROUNDS) with rho
-    the memo's rows per step (observed, or m q / (1 + (m - 1) q), the expected number of distinct
-    sites scored per visit over the expected holding time, for a chain that finds nothing of its
-    state remembered); jump r (m mean(q) + u/L') (1 + c) + (K/k)(JUMP_ROUNDS max(q) + 1/L) (a round
-    per move of the busiest unit, one more per segment of L steps; u the mean number of free sites
-    of the units' current states not yet scored, which a jump must score before its first move,
-    spread over the L' steps of the jump segment it would run: a first memo segment that saw no move
-    does not send a chain whose state is mostly unscored into a jump whose fill costs more than
-    memo's next steps); r rows per site (1 for chains, 2 for pairs), c what remembering a row costs
-    (``summary_cost``). It leaves the mode it ran only for one estimated at most HYSTERESIS of its
-    cost. The rule only sees counts, never clocks, so a run stays exactly repeatable. A jump chosen
-    again runs twice as long a segment as before (up to :data:`AUTO_JUMP_MAX`); memo chosen again
-    runs a whole :data:`MEMO_WINDOW`. A memo segment ends with its chains in step, and each segment
-    costs as many rounds as its busiest chain has steps that need a row, so segments that doubled
-    from the first look (4, 8, 16, ... steps) cost more rounds than one stretch: on rxnfp BERT at
-    n = 20, T = 0.25 (16 burned-in chains, 400 steps) auto made 182 scorer calls where memo made 126,
-    for the same 879 rows; with a whole window after the look, 126."""
+    A fixed mode runs as one segment. ``auto`` starts with a short memo segment (a look of
+    :data:`AUTO_FIRST` steps) and then, after every segment, estimates the cost per unit-step
+    (chain or pair) of each mode from what the segment showed, in rows of the scorer plus the
+    fixed cost K of a round (``round_cost``) over the k live units, and picks the cheapest. With
+    q_b each unit's observed move rate (after a jump segment, its exact leave probability where
+    its current state is fully scored) and m free sites:
+
+    - plain: r + K/k (k rows and one round a step);
+    - memo: r rho (1 + c) + e + (K/k) R, with rho the memo's rows per unit-step (observed, or
+      m q / (1 + (m - 1) q), the expected number of distinct sites scored per visit over the
+      expected holding time, for a unit that finds nothing of its state remembered; after the
+      look, the lesser of the two, since the look's rows are mostly the warm-up of a cache that
+      starts empty unless units share states), e its own
+      work per unit-step (``step_cost``) and R its rounds per step: for chains, which batch
+      their rows across steps, observed, or min(1, MEMO_CALL rho); for pairs, which step
+      together (``stepwise``), PAIR_CALL (1 - exp(-k rho)) + PAIR_STEP;
+    - jump: r (m mean(q) + u/L') (1 + c) + (K/k)(JUMP_ROUNDS max(q) + S) (a round per move of
+      the busiest unit; u the mean number of free sites of the units' current states not yet
+      scored, which a jump must score before its first move, spread over the L' steps of the
+      jump segment it would run; and a round per segment, S = log2(W/L' + 1)/W per step for
+      segments doubling from L' over a memo window of W steps: priced over the same stretch
+      whether the run is in jump or not, so a trap where a jump pays only over long segments
+      does not send the run back and forth between jump and memo);
+
+    r rows per site (1 for chains, 2 for pairs), c what the memo and jump modes spend per row
+    beyond the pass (``summary_cost``). Past the look it leaves the mode it ran only for one
+    estimated at most HYSTERESIS of its cost (estimates of q are noisy); the look itself commits
+    to nothing, so a run whose rows memo cannot save (rho near 1, where memo's extra work per row
+    makes it slower than plain) goes to plain at once. The rule only sees counts, never clocks,
+    so a run stays exactly repeatable. A jump chosen again runs twice as long a segment as before
+    (up to :data:`AUTO_JUMP_MAX`); memo chosen again runs a whole :data:`MEMO_WINDOW`. A memo
+    segment ends with its chains in step, and each segment costs as many rounds as its busiest
+    chain has steps that need a row, so segments that doubled from the first look (4, 8, 16, ...
+    steps) cost more rounds than one stretch: on rxnfp BERT at n = 20, T = 0.25 (16 burned-in
+    chains, 400 steps) auto made 182 scorer calls where memo made 126, for the same 879 rows;
+    with a whole window after the look, 126."""
 
     mode: str
     m: int
@@ -442,6 +492,8 @@ class Policy:
     round_cost: float = 1.0
     row_extra: float = 0.0
     jump_ok: bool = True
+    step_cost: float = 0.0
+    stepwise: bool = False
     current: str = "memo"
     length: int = AUTO_FIRST
     history: list = dataclasses.field(default_factory=list)   # (mode, steps) of each auto segment
@@ -452,9 +504,13 @@ class Policy:
         return self.current, self.length
 
     def observe(self, mode: str, steps: int, moves: torch.Tensor, rows: int, q_now: torch.Tensor | None,
-                unknown: torch.Tensor | None = None) -> None:
+                unknown: torch.Tensor | None = None, calls: int | None = None) -> None:
+        """Take what a segment of ``steps`` steps in ``mode`` showed (each unit's moves, the rows
+        and scorer ``calls`` it made, exact leave probabilities and unscored sites where known)
+        and choose the next segment's mode and length."""
         if self.mode != "auto":
             return
+        look = not self.history
         if self.history and self.history[-1][0] == mode:
             self.history[-1][1] += steps
         else:
@@ -466,16 +522,25 @@ class Policy:
         if q_now is not None:                 # exact where a unit's current state is fully scored
             q = torch.where(torch.isnan(q_now), q, q_now.double())
         m, r, K, c = self.m, self.rows_per_site, self.round_cost, self.row_extra
-        rho = rows / (r * k * steps) if mode == "memo" else float((m * q / (1 + (m - 1) * q)).mean())
-        cost = {"plain": r + K / k,
-                "memo": r * rho * (1 + c) + K / k * (MEMO_CALL * (1 - math.exp(-k * rho)) + MEMO_ROUNDS)}
+        cold = float((m * q / (1 + (m - 1) * q)).mean())
+        seen = rows / (r * k * steps) if mode == "memo" else math.inf
+        observed = mode == "memo" and not (look and seen > cold)   # the look's rows: mostly warm-up
+        rho = seen if observed else cold
+        if self.stepwise:
+            rounds = PAIR_CALL * (1 - math.exp(-k * rho)) + PAIR_STEP
+        elif observed and calls is not None:
+            rounds = calls / steps
+        else:
+            rounds = min(1.0, MEMO_CALL * rho)
+        cost = {"plain": r + K / k, "memo": r * rho * (1 + c) + self.step_cost + K / k * rounds}
         if self.jump_ok:
             span = min(2 * self.length, AUTO_JUMP_MAX) if self.current == "jump" else AUTO_SEGMENT
             fill = 0.0 if unknown is None else float(unknown.double().mean()) / span
+            segments = math.log2(MEMO_WINDOW / span + 1) / MEMO_WINDOW   # doubling from span, over a window
             cost["jump"] = (r * (m * float(q.mean()) + fill) * (1 + c)
-                            + K / k * (JUMP_ROUNDS * min(1.0, float(q.max())) + 1 / self.length))
+                            + K / k * (JUMP_ROUNDS * min(1.0, float(q.max())) + segments))
         best = min(cost, key=cost.get)
-        if mode in cost and cost[best] > HYSTERESIS * cost[mode]:
+        if not look and mode in cost and cost[best] > HYSTERESIS * cost[mode]:
             best = mode                       # not worth a switch: estimates of q are noisy
         if best == self.current and best in ("jump", "memo"):  # longer memo windows batch more rows per round
             self.length = min(2 * self.length, AUTO_JUMP_MAX) if best == "jump" else MEMO_WINDOW
@@ -708,7 +773,7 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
     as much per row as a plain step's.
 
     Returns (sites (S, B) long, gaps (S, B) or None, moves: dict of arrays time, chain, site and
-    token in the order made, rows scored)."""
+    token in the order made, rows scored, scorer calls made)."""
     b, n = states.shape
     S = t1 - t0
     drawn = [_draws(b, n, spec, gen) for _ in range(S)]
@@ -716,7 +781,7 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
     u = torch.stack([d[1] for d in drawn]) if S else torch.zeros((0, b), dtype=torch.float64)
     gaps = torch.full((S, b), math.nan, dtype=torch.float32) if spec.record_gaps else None
     ptr = torch.zeros(b, dtype=torch.long)              # the next step (0-based in the stretch) of each chain
-    events, rows = [], 0
+    events, rows, calls = [], 0, 0
     fresh_steps, fresh_moves = 0, 0                     # steps at sites not known yet, and how many of them moved
     nothing = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long))
 
@@ -807,7 +872,7 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
         more_c, more_s = ahead(wait[fresh], at[fresh], b - len(wait))
         units, where = torch.cat([wait, more_c]), torch.cat([sn, more_s])
         s_all, r = _unique_rows(scorer, states, cache, units, where)
-        rows += r
+        rows, calls = rows + r, calls + 1
         cdf_all = _cdf(s_all, spec.temperature)
         # every row scored is the conditional of the chain's state before this step: remember it
         pos_all = scorer.vocab.index_of(states[units, where])
@@ -832,7 +897,7 @@ def memo_segment(scorer: Scorer, states: torch.Tensor, spec: ChainSpec, gen: tor
     ev = torch.cat(events, 1) if events else torch.zeros((4, 0), dtype=torch.long)
     order = torch.argsort(ev[0], stable=True)
     ev = ev[:, order].numpy()
-    return sites, gaps, dict(zip(("time", "chain", "site", "token"), ev)), rows
+    return sites, gaps, dict(zip(("time", "chain", "site", "token"), ev)), rows, calls
 
 
 def jump_segment(scorer: Scorer, states: torch.Tensor, cache: SiteCache, spec: ChainSpec, gen: torch.Generator,
@@ -1003,7 +1068,8 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
     cache = chain_cache(states)
 
     def policy_for(mode):
-        return Policy(mode=mode, m=len(free), round_cost=round_cost(scorer, n), row_extra=summary_cost(scorer),
+        return Policy(mode=mode, m=len(free), round_cost=round_cost(scorer, n), row_extra=summary_cost(scorer, n),
+                      step_cost=step_cost(scorer, n),
                       jump_ok=not spec.record_gaps)
 
     policy = policy_for(spec.mode)
@@ -1044,7 +1110,7 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
         while t < stop:
             mode, length = policy.next()
             end = min(stop, t + length)
-            moves, rows, q_now = torch.zeros(b, dtype=torch.long), 0, None
+            moves, rows, q_now, calls = torch.zeros(b, dtype=torch.long), 0, None, 0
             if mode == "jump":
                 before = states.numpy().copy()
                 ev, rows = jump_segment(scorer, states, cache, spec, gen, t, end, max_rows)
@@ -1056,10 +1122,10 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
                 for a in range(t, end, window):
                     z = min(end, a + window)
                     before = states.numpy().copy()
-                    sites, gaps, ev, r = memo_segment(scorer, states, spec, gen, cache, a, z)
+                    sites, gaps, ev, r, nc = memo_segment(scorer, states, spec, gen, cache, a, z)
                     rec.drawn(a, z, before, sites, gaps, ev)
                     moves += torch.bincount(torch.as_tensor(ev["chain"]), minlength=b)
-                    rows += r
+                    rows, calls = rows + r, calls + nc
             else:
                 for s in range(t + 1, end + 1):
                     (sites, gaps, moved), r = _plain_step(scorer, states, spec, gen), b
@@ -1068,7 +1134,7 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
                     moves += moved
                     rows += r
                     rec.step(s, states, sites, gaps)
-            policy.observe(mode, end - t, moves, rows, q_now, cache.unscored(free))
+            policy.observe(mode, end - t, moves, rows, q_now, cache.unscored(free), calls)
             if bar is not None:
                 bar.update(end - t)
             t = end

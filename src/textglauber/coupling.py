@@ -245,13 +245,13 @@ def couple(scorer, x0: torch.Tensor, y0: torch.Tensor, temperatures, budget: int
     n = x.shape[1]
     max_rows = max_rows or max(2, ROW_BUDGET // scorer.vocab.size)
     policy = Policy(mode=mode, m=n - prefix_len, rows_per_site=2, round_cost=round_cost(scorer, n),
-                    row_extra=summary_cost(scorer))
+                    row_extra=summary_cost(scorer, n), stepwise=True)
     t, spent = 0, 0
     while t < budget and st.live.any():
         md, length = policy.next()
         end = min(budget, t + length)
         units = st.live.nonzero().flatten()
-        q_now = None
+        q_now, calls = None, 0
         if md == "jump":
             moves, rows = st.jump_segment(t, end, gen, max_rows)
             q_now = st.cache.mean_leave(st.free)[units]
@@ -262,9 +262,9 @@ def couple(scorer, x0: torch.Tensor, y0: torch.Tensor, temperatures, budget: int
                     break
                 moved, r = st.step(s, gen, memo=md == "memo")
                 moves[moved] += 1
-                rows, ran = rows + r, ran + 1
+                rows, ran, calls = rows + r, ran + 1, calls + (r > 0)
             end = t + ran
-        policy.observe(md, end - t, moves[units], rows, q_now, st.cache.unscored(st.free)[units])
+        policy.observe(md, end - t, moves[units], rows, q_now, st.cache.unscored(st.free)[units], calls)
         t, spent = end, spent + rows
     censored = np.isnan(st.tau)
     return CouplingRun(tau=st.tau, censored=censored, temperature=temps.numpy(), budget=budget,

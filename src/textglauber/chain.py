@@ -459,12 +459,12 @@ class Policy:
     - plain: r + K/k (k rows and one round a step);
     - memo: r rho (1 + c) + e + (K/k) R, with rho the memo's rows per unit-step (observed, or
       m q / (1 + (m - 1) q), the expected number of distinct sites scored per visit over the
-      expected holding time, for a unit that finds nothing of its state remembered; after the
-      look, the lesser of the two, since the look's rows are mostly the warm-up of a cache that
-      starts empty unless units share states), e its own
-      work per unit-step (``step_cost``) and R its rounds per step: for chains, which batch
-      their rows across steps, observed, or min(1, MEMO_CALL rho); for pairs, which step
-      together (``stepwise``), PAIR_CALL (1 - exp(-k rho)) + PAIR_STEP;
+      expected holding time, for a unit that finds nothing of its state remembered; for the
+      look itself, the lesser of the two, since its rows are mostly the warm-up of a cache that
+      starts empty unless units share states), e its own work per unit-step (``step_cost``) and
+      R its rounds per step: for chains, which batch their rows across steps, observed (with
+      the observed rho), or min(1, MEMO_CALL rho); for pairs, which step together
+      (``stepwise``), PAIR_CALL (1 - exp(-k rho)) + PAIR_STEP;
     - jump: r (m mean(q) + u/L') (1 + c) + (K/k)(JUMP_ROUNDS max(q) + S) (a round per move of
       the busiest unit; u the mean number of free sites of the units' current states not yet
       scored, which a jump must score before its first move, spread over the L' steps of the
@@ -507,7 +507,8 @@ class Policy:
                 unknown: torch.Tensor | None = None, calls: int | None = None) -> None:
         """Take what a segment of ``steps`` steps in ``mode`` showed (each unit's moves, the rows
         and scorer ``calls`` it made, exact leave probabilities and unscored sites where known)
-        and choose the next segment's mode and length."""
+        and choose the next segment's mode and length. ``calls`` is read only for memo chains;
+        pairs step together and their rounds follow from rho."""
         if self.mode != "auto":
             return
         look = not self.history

@@ -251,7 +251,7 @@ def couple(scorer, x0: torch.Tensor, y0: torch.Tensor, temperatures, budget: int
         md, length = policy.next()
         end = min(budget, t + length)
         units = st.live.nonzero().flatten()
-        q_now, calls = None, 0
+        q_now = None
         if md == "jump":
             moves, rows = st.jump_segment(t, end, gen, max_rows)
             q_now = st.cache.mean_leave(st.free)[units]
@@ -262,9 +262,9 @@ def couple(scorer, x0: torch.Tensor, y0: torch.Tensor, temperatures, budget: int
                     break
                 moved, r = st.step(s, gen, memo=md == "memo")
                 moves[moved] += 1
-                rows, ran, calls = rows + r, ran + 1, calls + (r > 0)
+                rows, ran = rows + r, ran + 1
             end = t + ran
-        policy.observe(md, end - t, moves[units], rows, q_now, st.cache.unscored(st.free)[units], calls)
+        policy.observe(md, end - t, moves[units], rows, q_now, st.cache.unscored(st.free)[units])
         t, spent = end, spent + rows
     censored = np.isnan(st.tau)
     return CouplingRun(tau=st.tau, censored=censored, temperature=temps.numpy(), budget=budget,

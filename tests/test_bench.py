@@ -85,6 +85,8 @@ def test_benchmark_refuses_bad_input_before_compute(tmp_path):
         bench.main(["--models", "tiny-mlm", "--lengths", "600", "--out", str(tmp_path / "x.csv")])
     with pytest.raises(ValueError, match="dtype"):
         bench.main(["--models", "tiny-mlm", "--dtype", "int3", "--out", str(tmp_path / "x.csv")])
+    with pytest.raises(SystemExit, match="at least 1"):
+        bench.main(["--metastable", "--models", "tiny-mlm", "--near-one-rounds", "0", "--out", str(tmp_path / "x.csv")])
     assert not (tmp_path / "x.csv").exists()
 
 
@@ -295,7 +297,9 @@ def test_metastable_plain_timed_over_fewer_steps_and_noop_share_from_memo(tmp_pa
     out = tmp_path / "metastable-cpu.csv"
     assert _grid(out, "--plain-steps", "10") == 0
     df = pd.read_csv(out)
-    assert (df[df["mode"] == "plain"].steps == 10).all()
+    cool = df.temperature != bench.NEAR_ONE_TEMPERATURE
+    assert (df[(df["mode"] == "plain") & cool].steps == 10).all()
+    assert (df[(df["mode"] == "plain") & ~cool].steps == 30).all()      # near one: plain's full length
     assert (df[(df["mode"] == "memo") & (df.start != "perfect trap")].steps == 30).all()
     assert (df[(df["mode"] == "memo") & (df.start == "perfect trap")].steps == 300).all()
 
@@ -377,7 +381,10 @@ def test_metastable_losing_mode_is_timed_once_and_a_cell_does_not_depend_on_the_
     df = pd.read_csv(whole)
     assert ((df.passes_per_step > bench.LOSING_ROWS) == (df.rounds == 1)).all()
     assert ((df.passes_per_step > bench.LOSING_ROWS) == df.cut).all()
-    assert (df.rounds[df.passes_per_step <= bench.LOSING_ROWS] == 3).all()
+    near_one = (df.temperature == bench.NEAR_ONE_TEMPERATURE) & (df.start != "perfect trap")
+    kept = df.passes_per_step <= bench.LOSING_ROWS
+    assert (df.rounds[kept & ~near_one] == 3).all()
+    assert (df.rounds[kept & near_one] == bench.NEAR_ONE_ROUNDS).all() and (kept & near_one).any()
     assert df.noop_share[df.cut].isna().all() and df.noop_share[~df.cut].notna().all()
     hot = df[(df.temperature == 2) & (df.start != "perfect trap")].set_index("mode")
     assert hot.loc["jump", "passes_per_step"] > bench.LOSING_ROWS and hot.loc["jump", "rounds"] == 1

@@ -662,12 +662,14 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
     git = git_commit()                  # a table measured in pieces says which code measured each cell
     commit = (git["commit"] or "unknown")[:12] + ("+dirty" if git["dirty"] else "")
 
-    def protocol(T):
-        """(rounds, plain's steps) of a burned-in cell at temperature T."""
-        return (max(rounds, near_one_rounds), steps) if float(T) == NEAR_ONE_TEMPERATURE else (rounds, plain_steps)
+    def protocol(start, T):
+        """(rounds, plain's steps) of a cell: the one place that decides them, for its key and its run."""
+        if start != "perfect trap" and float(T) == NEAR_ONE_TEMPERATURE:
+            return max(rounds, near_one_rounds), steps
+        return rounds, plain_steps
 
     def key(name, n, start, T, horizon):
-        r, ps = (rounds, plain_steps) if start == "perfect trap" else protocol(T)
+        r, ps = protocol(start, T)
         return metastable_cell_key({"model": name, "n": n, "start": start, "temperature": T, "chains": chains,
                                     "steps": steps, "horizon": horizon, "plain_steps": ps, "burn": burn,
                                     "rounds": r, "device": str(dev), "dtype": str(dt), "seed": SEED})
@@ -697,7 +699,7 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
                 def burned_in(x=x, T=T, seed=seed):
                     warm = run(scorer, x, ChainSpec(temperature=T, steps=burn, record_every=burn, mode="plain"),
                                seed=seed)
-                    r, ps = protocol(T)
+                    r, ps = protocol(f"burned in {burn} steps", T)
                     return _modes_cell(scorer, torch.as_tensor(warm.states[-1]), T, steps, seed + 1,
                                        {**meta, "start": f"burned in {burn} steps"}, r, plain_steps=ps)
 
@@ -706,8 +708,9 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
                 def trapped(x=x):
                     x_trap = perfect_trap(scorer, x)            # the starts that reached one, repeated to fill
                     x_trap = x_trap[torch.arange(chains) % len(x_trap)]
+                    r, ps = protocol("perfect trap", TRAP_TEMPERATURE)
                     return _modes_cell(scorer, x_trap, TRAP_TEMPERATURE, steps, SEED, {**meta, "start": "perfect trap"},
-                                       rounds, horizon=trap_steps, plain_steps=plain_steps)
+                                       r, horizon=trap_steps, plain_steps=ps)
 
                 cell(name, n, "perfect trap", TRAP_TEMPERATURE, trap_steps, trapped)
     return pd.DataFrame(rows)

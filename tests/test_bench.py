@@ -278,11 +278,60 @@ class _Cycling:
 
 
 def test_perfect_trap_keeps_the_starts_that_converge_and_fails_only_when_none_do():
-    cyc = _Cycling()
+    cyc = bench.RowCount(_Cycling())
     fixed = bench.perfect_trap(cyc, torch.tensor([[0, 0], [2, 2], [0, 2], [1, 0]]), sweeps=20)
     assert fixed.tolist() == [[2, 2], [2, 2]]          # (0, 2) -> (2, 2); (0, 0) and (1, 0) cycle
+    # the sweep map (0, 0) -> (0, 1) -> (1, 0) -> (0, 1) repeats after 3 sweeps: the cycling starts
+    # are dropped then (at most 4 sweeps of 4 starts on 2 sites), not kept for all 20 (80 rows and more)
+    assert cyc.rows <= 4 * 4 * 2
     with pytest.raises(RuntimeError, match="no start reached"):
         bench.perfect_trap(cyc, torch.tensor([[0, 0], [1, 0]]), sweeps=20)
+
+
+@pytest.mark.parametrize("temperature", [0.25, 1.0])
+def test_holding_steps_is_the_exact_kernels_expected_holding_time(small_scorer, temperature):
+    """1 / q from the n conditionals of a state equals 1 / (1 - P(x, x)) of the enumerated Glauber
+    kernel, for every state of the tiny MLM on three tokens at n = 3."""
+    from textglauber import exact
+
+    ch = exact.glauber_kernel(small_scorer, 3, temperature)
+    want = 1 / exact.leave_probabilities(ch.kernel)
+    got = bench.holding_steps(small_scorer, torch.as_tensor(ch.states), temperature)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert got.min() < 2 < got.max()                     # shallow and deep states alike
+
+
+def test_deep_traps_start_only_from_argmax_fixed_points_that_hold():
+    """On an explicit joint law (81 states) the fixed points and their holding times are known by
+    enumeration: the chains start only from fixed points whose exact holding time reaches the
+    threshold, and from the deepest one reached where none does."""
+    from conftest import random_joint
+
+    from textglauber import exact
+
+    n, T = 4, 0.25
+    sc = exact.JointScorer(np.arange(3), n, random_joint(3, n, seed=3, spread=1.0))
+    ch = exact.glauber_kernel(sc, n, T)
+    hold = dict(zip(map(tuple, ch.states.tolist()), 1 / exact.leave_probabilities(ch.kernel)))
+    states = torch.as_tensor(ch.states)
+    at_argmax = np.stack([sc.scores(states, torch.full((len(states),), i)).argmax(-1).numpy() == ch.states[:, i]
+                          for i in range(n)], 1)                 # token ids are 0, 1, 2: position = id
+    fixed = {tuple(s) for s, a in zip(ch.states.tolist(), at_argmax) if a.all()}
+    holds = sorted(hold[f] for f in fixed)
+    assert len(fixed) >= 3 and holds[0] < holds[-1]
+    threshold = holds[len(holds) // 2]
+
+    x, found = bench.deep_traps(sc, n, 6, torch.Generator().manual_seed(0), temperature=T, hold=threshold,
+                                batches=100)
+    starts = {tuple(r) for r in x.tolist()}
+    assert starts <= fixed and all(hold[s] >= threshold for s in starts)
+    assert found["deep"] and found["trap_states"] == len(starts) == sum(h >= threshold for h in holds)
+    assert found["fixed_points"] == len(fixed) > len(starts)       # shallower fixed points were reached, and left out
+    assert found["trap_hold_min"] == pytest.approx(min(hold[s] for s in starts))
+
+    x, found = bench.deep_traps(sc, n, 6, torch.Generator().manual_seed(0), temperature=T, hold=np.inf, batches=100)
+    assert {tuple(r) for r in x.tolist()} == {max(fixed, key=hold.get)} and not found["deep"]
+    assert found["trap_hold_min"] == pytest.approx(holds[-1])
 
 
 def _grid(out, *extra):
@@ -320,6 +369,26 @@ def test_metastable_no_trap_keeps_the_trap_cells_it_did_not_measure(tmp_path):
         assert (g.cell_noop_share == memo[(start, T)]).all()
     with pytest.raises(SystemExit, match="more than --steps"):
         _grid(tmp_path / "bad.csv", "--plain-steps", "31")
+
+
+def test_metastable_trap_only_measures_the_trap_cells_alone(tmp_path):
+    """--trap-only adds the trap cell to a table of burned-in cells and measures nothing else; with
+    --no-trap or temperatures it is refused before any compute."""
+    out = tmp_path / "metastable-cpu.csv"
+    assert _grid(out, "--no-trap", "--temperatures", "2") == 0
+    before = pd.read_csv(out)
+    assert bench.main(["--metastable", "--models", "tiny-mlm", "--lengths", "5", "--chains", "4", "--steps", "30",
+                       "--trap-steps", "300", "--rounds", "1", "--out", str(out), "--trap-only"]) == 0
+    df = pd.read_csv(out)
+    assert set(df.start) == {"burned in 100 steps", "perfect trap"} and set(df.temperature) == {0.25, 2.0}
+    kept = df[df.start != "perfect trap"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept[before.columns], before, check_dtype=False)
+    trap = df[df.start == "perfect trap"]
+    assert (trap.trap_states >= 1).all() and (trap.trap_hold_min <= trap.trap_hold_median).all()
+    for extra in (["--no-trap"], ["--temperatures", "0.25"]):
+        with pytest.raises(SystemExit, match="trap-only"):
+            bench.main(["--metastable", "--models", "tiny-mlm", "--out", str(tmp_path / "bad.csv"), "--trap-only", *extra])
+    assert not (tmp_path / "bad.csv").exists()
 
 
 def test_metastable_grid_resumes_from_its_partial_table(tmp_path, monkeypatch):

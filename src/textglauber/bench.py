@@ -31,8 +31,9 @@ The metastable grid (:func:`metastable_grid`) runs the same chains, from the sam
 through the engine's modes ``plain``, ``memo``, ``jump`` and ``auto`` (see :mod:`textglauber.chain`)
 and reports chain-steps per second, passes (scored rows) per chain-step and the no-op share
 (steps that leave the state as it was) at each temperature, from states burned in at that
-temperature and from a perfect trap (every site its argmax, at T = 0.25). Its targets are ratios
-to plain in one run (:func:`metastable_targets`).
+temperature and from perfect traps at T = 0.25: states whose every site is its argmax and that
+the chain stays in (:func:`deep_traps`, at least :data:`TRAP_HOLD` steps expected). Its targets
+are ratios to plain in one run (:func:`metastable_targets`).
 """
 from __future__ import annotations
 
@@ -416,6 +417,8 @@ def main(argv=None) -> int:
                     help="chain length of memo, jump and auto in the perfect-trap cell (plain runs --plain-steps)")
     ap.add_argument("--no-trap", action="store_true",
                     help="metastable grid: measure only the burned-in cells, not each model and length's perfect trap")
+    ap.add_argument("--trap-only", action="store_true",
+                    help="metastable grid: measure only each model and length's perfect-trap cell")
     ap.add_argument("--plain-steps", type=int, default=None,
                     help="steps of each timed plain call in the metastable grid (default: --steps, at most "
                          "--steps); plain's rate per step does not depend on the length, so fewer buy time")
@@ -473,6 +476,8 @@ TRAP_TEMPERATURE = 0.25
 NEAR_ONE_TEMPERATURE = 2.0  # the temperature where auto's target (NEAR_ONE_TARGET) is a ratio near 1
 NEAR_ONE_TARGET = 0.95
 NEAR_ONE_ROUNDS = 7         # least rounds of such a cell, whose plain runs the full length too (see metastable_grid)
+TRAP_HOLD = 300             # least expected holding time (steps, at T = 0.25) of a trap cell's starts: chapter 5's window
+TRAP_START_BATCHES = 8      # batches of random starts (chains each) searched for such traps
 TRAP_STEPS = 10_000         # a trap cell's chain length for the modes other than plain: the preprint's chains
 LOSING_ROWS = 2.0           # rows per chain-step (plain: 1) past which a mode's run is cut, and timed in one round
 
@@ -510,14 +515,19 @@ def perfect_trap(scorer, states: torch.Tensor, sweeps: int = 50) -> torch.Tensor
 
     A masked LM's conditionals need not be those of one joint law, so the ascent can cycle from
     some starts. Returns the fixed points of the starts that reached one within ``sweeps`` sweeps,
-    in their order; raises only if none did."""
+    in their order; raises only if none did. A start whose state after a sweep repeats one it held
+    after an earlier sweep cycles (the sweep is a deterministic map) and is dropped at once."""
     x = torch.as_tensor(states, dtype=torch.long).clone()
     index_of = scorer.vocab.index_of
     ids = scorer.vocab.ids
     done = torch.zeros(len(x), dtype=torch.bool)
+    cycling = torch.zeros(len(x), dtype=torch.bool)
+    seen = [{tuple(r)} for r in x.tolist()]
     for _ in range(sweeps):
         changed = torch.zeros(len(x), dtype=torch.bool)
-        live = (~done).nonzero().flatten()
+        live = (~done & ~cycling).nonzero().flatten()
+        if not len(live):
+            break
         for i in range(x.shape[1]):
             s = scorer.scores(x[live], torch.full((len(live),), i)).cpu()
             best = s.argmax(-1)
@@ -525,12 +535,64 @@ def perfect_trap(scorer, states: torch.Tensor, sweeps: int = 50) -> torch.Tensor
             better = s.gather(1, best[:, None])[:, 0] > s.gather(1, here[:, None])[:, 0]
             x[live[better], i] = ids[best[better]]
             changed[live[better]] = True
-        done |= ~changed
-        if done.all():
-            break
+        done |= ~changed & ~cycling
+        for b in (changed & ~cycling).nonzero().flatten().tolist():
+            state = tuple(x[b].tolist())
+            cycling[b] = state in seen[b]
+            seen[b].add(state)
     if not done.any():
         raise RuntimeError(f"no start reached an argmax fixed point within {sweeps} sweeps")
     return x[done]
+
+
+def holding_steps(scorer, states: torch.Tensor, temperature: float) -> np.ndarray:
+    """Each state's exact expected holding time at ``temperature``, in steps: 1 / q with
+    q = (1/n) sum_i (1 - pi_i(x_i | x_-i)) the chance that one Glauber step (uniform site, token
+    from softmax(s_i / T)) leaves it; one model row per site (inf where q is 0)."""
+    x = torch.as_tensor(states, dtype=torch.long)
+    n = x.shape[1]
+    out = []
+    for state in x:
+        s = scorer.scores(state.repeat(n, 1), torch.arange(n)).double().cpu()
+        p = torch.softmax(s / temperature, -1)
+        p[torch.arange(n), scorer.vocab.index_of(state)] = 0.0     # the other tokens' mass: no 1 - (1 - q)
+        q = float(p.sum(-1).mean())
+        out.append(np.inf if q == 0 else 1 / q)
+    return np.asarray(out, dtype=float)
+
+
+def deep_traps(scorer, n: int, chains: int, generator: torch.Generator, *, temperature: float = TRAP_TEMPERATURE,
+               hold: float = TRAP_HOLD, batches: int = TRAP_START_BATCHES) -> tuple[torch.Tensor, dict]:
+    """Perfect traps the chain stays in: argmax fixed points (:func:`perfect_trap`) whose exact
+    expected holding time at ``temperature`` (:func:`holding_steps`) is at least ``hold`` steps.
+
+    Random starts are drawn from ``generator`` ``chains`` at a time, at most ``batches`` times,
+    until ``chains`` distinct such traps are found. Returns ``chains`` states (the traps found,
+    repeated in order to fill) and what was found: ``trap_states`` (distinct traps the chains start
+    from), ``trap_hold_min`` / ``trap_hold_median`` (their holding times), ``fixed_points`` (distinct
+    fixed points reached) and ``deep`` (whether they hold at least ``hold``). Where no fixed point
+    holds that long, the chains start from the deepest one reached and ``deep`` is false."""
+    ids = scorer.vocab.ids
+    found: dict[tuple, float] = {}
+    for _ in range(batches):
+        starts = ids[torch.randint(scorer.vocab.size, (chains, n), generator=generator)]
+        try:
+            fixed = perfect_trap(scorer, starts)
+        except RuntimeError:
+            continue
+        new = list(dict.fromkeys(tuple(r) for r in fixed.tolist() if tuple(r) not in found))
+        if new:
+            found.update(zip(new, holding_steps(scorer, torch.tensor(new), temperature)))
+        if sum(h >= hold for h in found.values()) >= chains:
+            break
+    if not found:
+        raise RuntimeError(f"no start reached an argmax fixed point in {batches} batches of {chains} starts")
+    deep = [k for k, h in found.items() if h >= hold][:chains]
+    picked = deep or [max(found, key=found.get)]
+    holds = np.array([found[k] for k in picked])
+    x = torch.tensor(picked)[torch.arange(chains) % len(picked)]
+    return x, {"trap_states": len(picked), "trap_hold_min": float(holds.min()),
+               "trap_hold_median": float(np.median(holds)), "fixed_points": len(found), "deep": bool(deep)}
 
 
 def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta: dict, rounds: int,
@@ -621,7 +683,11 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
                     on_cell=None, near_one_rounds: int = NEAR_ONE_ROUNDS) -> pd.DataFrame:
     """chain-steps per second of each engine mode on each (model, n, T), from random states burned
     in for ``burn`` plain steps at that temperature, and (``trap``) from perfect traps at
-    T = 0.25. ``cell_noop_share`` is the share of the chain's steps that changed nothing; ``speedup`` is
+    T = 0.25 (:func:`deep_traps`: argmax fixed points whose exact expected holding time is at least
+    :data:`TRAP_HOLD` steps, the window over which chapter 5 detects a trap; the rows say how many
+    distinct traps the chains start from and how long they hold). An argmax fixed point need not
+    trap: of the 14 that ascent reached from 16 random starts on the trained English MLM at n = 20,
+    13 hold 5 to 34 steps at T = 0.25 and one 5,894. ``cell_noop_share`` is the share of the chain's steps that changed nothing; ``speedup`` is
     the median of a mode's per-round rate over plain's in the same round, ``speedup_q25``/``_q75``
     their quartiles (so the median always lies between them; a ratio of the two median rates need
     not, and pairs a mode timed once with rounds it did not share).
@@ -705,12 +771,11 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
 
                 cell(name, n, f"burned in {burn} steps", T, steps, burned_in)
             if trap:
-                def trapped(x=x):
-                    x_trap = perfect_trap(scorer, x)            # the starts that reached one, repeated to fill
-                    x_trap = x_trap[torch.arange(chains) % len(x_trap)]
+                def trapped():
+                    x_trap, found = deep_traps(scorer, n, chains, torch.Generator().manual_seed(_cell_seed(name, n, "trap")))
                     r, ps = protocol("perfect trap", TRAP_TEMPERATURE)
-                    return _modes_cell(scorer, x_trap, TRAP_TEMPERATURE, steps, SEED, {**meta, "start": "perfect trap"},
-                                       r, horizon=trap_steps, plain_steps=ps)
+                    return _modes_cell(scorer, x_trap, TRAP_TEMPERATURE, steps, SEED,
+                                       {**meta, "start": "perfect trap", **found}, r, horizon=trap_steps, plain_steps=ps)
 
                 cell(name, n, "perfect trap", TRAP_TEMPERATURE, trap_steps, trapped)
     return pd.DataFrame(rows)
@@ -777,11 +842,13 @@ def _main_metastable(a, argv) -> int:
             except ModelUnavailableError as exc:
                 print(f"[bench] skipped: {exc}", flush=True)
     lengths = a.lengths or ([20] if a.quick else [20, 64])
-    temperatures = a.temperatures or ([0.25, 1.0, 2.0] if a.quick else list(METASTABLE_TEMPERATURES))
+    if a.trap_only and (a.no_trap or a.temperatures):
+        raise SystemExit("--trap-only measures the trap cells alone: it takes neither --no-trap nor --temperatures")
+    temperatures = [] if a.trap_only else a.temperatures or ([0.25, 1.0, 2.0] if a.quick else list(METASTABLE_TEMPERATURES))
     steps = a.steps or (200 if a.quick else 400)
     plain_steps = a.plain_steps or steps
     if (min(lengths) < 1 or steps < 1 or a.trap_steps < 1 or a.chains < 1 or a.rounds < 1 or plain_steps < 1
-            or min(temperatures) <= 0 or a.near_one_rounds < 1):
+            or min(temperatures, default=1) <= 0 or a.near_one_rounds < 1):
         raise SystemExit("lengths, steps, plain steps, trap steps, chains and rounds must be at least 1 and "
                          "temperatures positive")
     if plain_steps > steps:

@@ -687,8 +687,10 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
     :data:`TRAP_HOLD` steps, the window over which chapter 5 detects a trap; the rows say how many
     distinct traps the chains start from and how long they hold). An argmax fixed point need not
     trap: of the 14 that ascent reached from 16 random starts on the trained English MLM at n = 20,
-    13 hold 5 to 34 steps at T = 0.25 and one 5,894. ``cell_noop_share`` is the share of the chain's steps that changed nothing; ``speedup`` is
-    the median of a mode's per-round rate over plain's in the same round, ``speedup_q25``/``_q75``
+    13 hold 5 to 34 steps at T = 0.25 and one 5,894.
+
+    ``cell_noop_share`` is the share of the chain's steps that changed nothing; ``speedup`` is the
+    median of a mode's per-round rate over plain's in the same round, ``speedup_q25``/``_q75``
     their quartiles (so the median always lies between them; a ratio of the two median rates need
     not, and pairs a mode timed once with rounds it did not share).
 

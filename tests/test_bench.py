@@ -307,15 +307,13 @@ def test_deep_traps_start_only_from_argmax_fixed_points_that_hold():
     threshold, and from the deepest one reached where none does."""
     from conftest import random_joint
 
-    from textglauber import exact
+    from textglauber import exact, margins
 
     n, T = 4, 0.25
     sc = exact.JointScorer(np.arange(3), n, random_joint(3, n, seed=3, spread=1.0))
     ch = exact.glauber_kernel(sc, n, T)
     hold = dict(zip(map(tuple, ch.states.tolist()), 1 / exact.leave_probabilities(ch.kernel)))
-    states = torch.as_tensor(ch.states)
-    at_argmax = np.stack([sc.scores(states, torch.full((len(states),), i)).argmax(-1).numpy() == ch.states[:, i]
-                          for i in range(n)], 1)                 # token ids are 0, 1, 2: position = id
+    at_argmax = margins.score_gaps(sc, torch.as_tensor(ch.states)) >= 0
     fixed = {tuple(s) for s, a in zip(ch.states.tolist(), at_argmax) if a.all()}
     holds = sorted(hold[f] for f in fixed)
     assert len(fixed) >= 3 and holds[0] < holds[-1]

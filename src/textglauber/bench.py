@@ -549,13 +549,14 @@ def holding_steps(scorer, states: torch.Tensor, temperature: float) -> np.ndarra
     """Each state's exact expected holding time at ``temperature``, in steps: 1 / q with
     q = (1/n) sum_i (1 - pi_i(x_i | x_-i)) the chance that one Glauber step (uniform site, token
     from softmax(s_i / T)) leaves it; one model row per site (inf where q is 0)."""
+    from .exact import conditionals
+
     x = torch.as_tensor(states, dtype=torch.long)
     n = x.shape[1]
     out = []
-    for state in x:
-        s = scorer.scores(state.repeat(n, 1), torch.arange(n)).double().cpu()
-        p = torch.softmax(s / temperature, -1)
-        p[torch.arange(n), scorer.vocab.index_of(state)] = 0.0     # the other tokens' mass: no 1 - (1 - q)
+    for state in x:                                   # one state at a time: n x |A| float64, not S x n x |A|
+        p = conditionals(scorer, state[None].numpy(), list(range(n)), temperature)[0]
+        p[np.arange(n), scorer.vocab.index_of(state).numpy()] = 0.0     # the other tokens' mass: no 1 - (1 - q)
         q = float(p.sum(-1).mean())
         out.append(np.inf if q == 0 else 1 / q)
     return np.asarray(out, dtype=float)

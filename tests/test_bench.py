@@ -87,6 +87,8 @@ def test_benchmark_refuses_bad_input_before_compute(tmp_path):
         bench.main(["--models", "tiny-mlm", "--dtype", "int3", "--out", str(tmp_path / "x.csv")])
     with pytest.raises(SystemExit, match="at least 1"):
         bench.main(["--metastable", "--models", "tiny-mlm", "--near-one-rounds", "0", "--out", str(tmp_path / "x.csv")])
+    with pytest.raises(SystemExit, match="temperatures must be positive"):
+        bench.main(["--metastable", "--models", "tiny-mlm", "--temperatures", "0.5", "0", "--out", str(tmp_path / "x.csv")])
     assert not (tmp_path / "x.csv").exists()
 
 

@@ -851,9 +851,10 @@ def _main_metastable(a, argv) -> int:
     steps = a.steps or (200 if a.quick else 400)
     plain_steps = a.plain_steps or steps
     if (min(lengths) < 1 or steps < 1 or a.trap_steps < 1 or a.chains < 1 or a.rounds < 1 or plain_steps < 1
-            or min(temperatures, default=1) <= 0 or a.near_one_rounds < 1):
-        raise SystemExit("lengths, steps, plain steps, trap steps, chains and rounds must be at least 1 and "
-                         "temperatures positive")
+            or a.near_one_rounds < 1):
+        raise SystemExit("lengths, steps, plain steps, trap steps, chains and rounds must be at least 1")
+    if any(T <= 0 for T in temperatures):
+        raise SystemExit(f"temperatures must be positive, not {temperatures}")
     if plain_steps > steps:
         raise SystemExit(f"--plain-steps {plain_steps} is more than --steps {steps}")
     check_available(models_wanted)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from textglauber import coupling, exact, semantics
+from textglauber import coupling, exact, semantics, crossover
 
 
 def test_maximal_coupling_has_the_right_marginals_and_disagreement():
@@ -140,17 +140,17 @@ def test_fast_threshold_reads_a_censored_longest_length_as_beyond_the_budget():
     temps = [0.5, 1.0, 2.0]
     med = {4: [np.nan, 30, 10], 8: [np.nan, np.nan, 40], 16: [np.nan, np.nan, np.nan]}
     cells = pd.DataFrame([{"n": n, "temperature": T, "median": m} for n, ms in med.items() for T, m in zip(temps, ms)])
-    boundary = coupling.fast_threshold(cells)
+    boundary = crossover.fast_threshold(cells)
     assert boundary == [(4, 1.0), (8, 2.0), (16, float("inf"))]
-    assert coupling.threshold_trend(boundary) == "rises beyond the grid"
+    assert crossover.threshold_trend(boundary) == "rises beyond the grid"
     assert _old_trend(cells) == "rises"
     assert _old_trend(cells[cells.n != 8]) == "stays the same"       # the old reading of the same trend
-    assert coupling.threshold_trend(coupling.fast_threshold(cells[cells.n != 8])) == "rises beyond the grid"
+    assert crossover.threshold_trend(crossover.fast_threshold(cells[cells.n != 8])) == "rises beyond the grid"
     # a cell that couples below a censored one does not count: the threshold is where coupling holds upwards
     gap = pd.DataFrame({"n": 4, "temperature": temps, "median": [5.0, np.nan, 3.0]})
-    assert coupling.fast_threshold(gap) == [(4, 2.0)]
+    assert crossover.fast_threshold(gap) == [(4, 2.0)]
     both = pd.DataFrame({"n": [4, 8], "temperature": [1.0, 1.0], "median": [np.nan, np.nan]})
-    assert coupling.threshold_trend(coupling.fast_threshold(both)).startswith("cannot be located")
+    assert crossover.threshold_trend(crossover.fast_threshold(both)).startswith("cannot be located")
 
 
 def test_couple_never_touches_a_frozen_prefix(table):
@@ -171,21 +171,24 @@ def test_couple_never_touches_a_frozen_prefix(table):
 
 
 def test_budget_comparison_reads_both_budgets_from_one_run():
-    """Six pairs at n = 4 and two at n = 8, run to a budget of 100, against a reference of 10:
-    the shares and plain costs worked out by hand."""
+    """Six pairs at n = 4 (budget 25 sweeps = 100 steps) and two at n = 8 (200 steps), against a
+    reference of 2.5 sweeps (10 and 20 steps): the shares and plain costs worked out by hand."""
     import pandas as pd
 
     df = pd.DataFrame({"n": [4] * 6 + [8] * 2, "tau": [3, 12, 50, np.nan, 10, 0, 99, np.nan],
                        "censored": [False, False, False, True, False, False, False, True],
-                       "run_rows": [500] * 6 + [300] * 2})
-    t = coupling.budget_comparison(df, 10, 100).set_index("n")
+                       "budget": [100] * 6 + [200] * 2, "run_rows": [500] * 6 + [300] * 2})
+    t = coupling.budget_comparison(df, 2.5).set_index("n")
     # n = 4: beyond 10 steps are 12, 50 and the censored pair: 3 of 6; beyond 100 only the censored one
-    assert t.loc[4, "censored at 10"] == pytest.approx(3 / 6) and t.loc[4, "censored at 100"] == pytest.approx(1 / 6)
-    assert t.loc[4, "plain rows at 10"] == 2 * (3 + 10 + 10 + 10 + 10 + 0)
-    assert t.loc[4, "plain rows at 100"] == 2 * (3 + 12 + 50 + 100 + 10 + 0)
-    assert t.loc[8, "censored at 10"] == 1.0 and t.loc[8, "plain rows at 100"] == 2 * (99 + 100)
-    assert t.loc["all", "engine rows at 100"] == 800 and t.loc["all", "pairs"] == 8
-    assert t.loc["all", "censored at 10"] == pytest.approx(5 / 8)
+    assert t.loc[4, "censored at reference"] == pytest.approx(3 / 6) and t.loc[4, "censored at budget"] == pytest.approx(1 / 6)
+    assert t.loc[4, "plain rows at reference"] == 2 * (3 + 10 + 10 + 10 + 10 + 0)
+    assert t.loc[4, "plain rows at budget"] == 2 * (3 + 12 + 50 + 100 + 10 + 0)
+    # n = 8: the reference is 20 steps, so both pairs are beyond it; the run's budget is 200 steps
+    assert t.loc[8, "censored at reference"] == 1.0 and t.loc[8, "plain rows at budget"] == 2 * (99 + 200)
+    assert t.loc[8, "plain rows at reference"] == 2 * (20 + 20)
+    assert t.loc["all", "engine rows at budget"] == 800 and t.loc["all", "pairs"] == 8
+    assert t.loc["all", "censored at reference"] == pytest.approx(5 / 8)
+    assert t.loc["all", "plain rows at reference"] == t.loc[4, "plain rows at reference"] + t.loc[8, "plain rows at reference"]
     assert t.loc[4, "engine / plain at reference"] == pytest.approx(500 / 86)
-    with pytest.raises(ValueError, match="reference budget"):
-        coupling.budget_comparison(df, 200, 100)
+    with pytest.raises(ValueError, match="reference_sweeps"):
+        coupling.budget_comparison(df, 30)

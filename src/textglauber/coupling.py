@@ -271,23 +271,26 @@ def couple(scorer, x0: torch.Tensor, y0: torch.Tensor, temperatures, budget: int
                        modes=policy.history if mode == "auto" else None, rows=int(spent))
 
 
-def grid_experiment(scorer, passages_for, lengths, temperatures, *, pairs: int, budget: int,
+def grid_experiment(scorer, passages_for, lengths, temperatures, *, pairs: int, budget,
                     gen: torch.Generator, mode: str = "auto"):
     """Coupling times over a (T, n) grid: for each n one batched run serves every temperature.
 
-    Each pair starts from two different seed windows. Returns one row per pair; ``run_rows`` is
-    the encoder rows its length's batched run scored (the same on every row of that length)."""
+    ``budget``: steps, one number for every length or a mapping n -> steps (budgets in sweeps,
+    :func:`textglauber.crossover.budgets`). Each pair starts from two different seed windows.
+    Returns one row per pair with its length's ``budget``; ``run_rows`` is the encoder rows its
+    length's batched run scored (the same on every row of that length)."""
     import pandas as pd
 
     rows = []
     temps = np.repeat(np.asarray(temperatures, float), pairs)
     for n in lengths:
+        b = int(budget[n]) if isinstance(budget, dict) else int(budget)
         starts = passages_for(n, 2 * pairs * len(temperatures))
         x0, y0 = starts[0::2], starts[1::2]
-        r = couple(scorer, x0, y0, temps, budget, gen, mode=mode)
+        r = couple(scorer, x0, y0, temps, b, gen, mode=mode)
         for p in range(len(temps)):
             rows.append({"n": n, "temperature": float(temps[p]), "pair": p, "tau": r.tau[p],
-                         "censored": bool(r.censored[p]), "run_rows": r.rows})
+                         "censored": bool(r.censored[p]), "budget": b, "run_rows": r.rows})
     return pd.DataFrame(rows)
 
 
@@ -301,55 +304,29 @@ def plain_rows(tau, censored, budget: int) -> int:
     return int(2 * steps.sum())
 
 
-def budget_comparison(pair_times, reference_budget: int, budget: int):
-    """Per length and in all: what raising the coupling budget from ``reference_budget`` to
-    ``budget`` bought and cost.
+def budget_comparison(pair_times, reference_sweeps: float):
+    """Per length and in all: what the run's budget (``budget`` column, steps) bought and cost
+    against a shorter reference budget of ``reference_sweeps`` sweeps (round(sweeps * n) steps).
 
     The censored share at the reference budget is read from the same pairs (a pair is censored at
-    a budget exactly when its coupling time exceeds it, and the first ``reference_budget`` steps
-    of a longer run are a run with the shorter budget). Costs are encoder rows: the plain engine's
-    at both budgets (:func:`plain_rows`, exact from the coupling times) and the rows the run's own
-    engine scored (``run_rows``, measured)."""
+    a budget exactly when its coupling time exceeds it, and the first steps of a longer run are a
+    run with the shorter budget). Costs are encoder rows: the plain engine's at both budgets
+    (:func:`plain_rows`, exact from the coupling times) and the rows the run's own engine scored
+    (``run_rows``, measured)."""
     import pandas as pd
 
-    if not 0 < reference_budget <= budget:
-        raise ValueError(f"the reference budget must lie in (0, budget={budget}]; got {reference_budget}")
+    ref = {int(n): max(1, int(round(reference_sweeps * int(n)))) for n in pair_times.n.unique()}
+    if reference_sweeps <= 0 or any(ref[int(n)] > b for n, b in zip(pair_times.n, pair_times.budget)):
+        raise ValueError(f"reference_sweeps={reference_sweeps:g} must lie in (0, the run's budget in sweeps]")
     out = []
     for n, g in list(pair_times.groupby("n")) + [("all", pair_times)]:
-        late = g.censored.to_numpy() | ~(g.tau.to_numpy() <= reference_budget)
+        r = g.n.map(ref).to_numpy()
+        late = g.censored.to_numpy() | ~(g.tau.to_numpy() <= r)
         engine = int(g.groupby("n").run_rows.first().sum())
-        plain_ref = plain_rows(g.tau, g.censored, reference_budget)
-        out.append({"n": n, "pairs": len(g), f"censored at {reference_budget}": float(late.mean()),
-                    f"censored at {budget}": float(g.censored.mean()),
-                    f"plain rows at {reference_budget}": plain_ref,
-                    f"plain rows at {budget}": plain_rows(g.tau, g.censored, budget),
-                    f"engine rows at {budget}": engine, "engine / plain at reference": engine / plain_ref})
+        plain_ref = sum(plain_rows(h.tau, h.censored, ref[int(m)]) for m, h in g.groupby("n"))
+        plain_run = sum(plain_rows(h.tau, h.censored, int(h.budget.iloc[0])) for _, h in g.groupby("n"))
+        out.append({"n": n, "pairs": len(g), "censored at reference": float(late.mean()),
+                    "censored at budget": float(g.censored.mean()), "plain rows at reference": plain_ref,
+                    "plain rows at budget": plain_run, "engine rows at budget": engine,
+                    "engine / plain at reference": engine / plain_ref})
     return pd.DataFrame(out)
-
-
-def fast_threshold(cells) -> list[tuple[int, float]]:
-    """Per length: the lowest grid temperature from which the median pair coupled within the budget
-    at that temperature and every higher one; inf where the median did not couple even at the
-    highest temperature (beyond the budget). ``cells``: rows with n, temperature, median (NaN = censored)."""
-    out = []
-    for n, g in cells.groupby("n"):
-        g = g.sort_values("temperature", ascending=False)
-        coupled = g["median"].notna().to_numpy()
-        run = int(np.argmin(coupled)) if not coupled.all() else len(coupled)   # leading run of coupled cells
-        out.append((int(n), float(g.temperature.iloc[run - 1]) if run else float("inf")))
-    return out
-
-
-def threshold_trend(boundary: list[tuple[int, float]]) -> str:
-    """How the fast threshold moves from the shortest to the longest length, with a censored end
-    (inf) read as 'beyond the budget', never dropped."""
-    if len(boundary) < 2:
-        return "cannot be followed over a single length"
-    first, last = boundary[0][1], boundary[-1][1]
-    if np.isinf(first) and np.isinf(last):
-        return "cannot be located: the median pair did not couple at any temperature of the grid at either end"
-    if np.isinf(last):
-        return "rises beyond the grid"
-    if np.isinf(first):
-        return "falls from beyond the grid"
-    return "rises" if last > first else ("stays the same" if last == first else "falls")

@@ -169,12 +169,15 @@ class DriftTracker:
         return np.asarray(self.rec_steps), np.stack(self.rec_d)
 
 
-def drift_experiment(scorer, emb: Embedder, passages_for, lengths, temperatures, *, trials: int, steps: int,
+def drift_experiment(scorer, emb: Embedder, passages_for, lengths, temperatures, *, trials: int, steps,
                      record_every: int, deltas, gen: torch.Generator, block: int = 100, progress: bool = False):
     """Chains from seed windows at every (T, n); returns (per-chain table, drift-curve table).
 
-    ``passages_for(n, count)`` gives (count, n) seed windows. Per chain and threshold delta in
-    ``deltas``: the first step with d_t >= delta (exact, see DriftTracker; censored at ``steps``).
+    ``passages_for(n, count)`` gives (count, n) seed windows. ``steps``: the budget, one number of
+    steps for every length or a mapping n -> steps (budgets in sweeps,
+    :func:`textglauber.crossover.budgets`). Per chain and threshold delta in ``deltas``: the first
+    step with d_t >= delta (exact, see DriftTracker; censored at its length's budget, a ``budget``
+    column of the per-chain table).
     The curve table holds the median, mean and quartiles of d_t at every ``record_every`` steps.
     Chains run in blocks of ``block`` steps (one seed from ``gen`` per block) so that only one
     block of states is held at a time."""
@@ -185,12 +188,13 @@ def drift_experiment(scorer, emb: Embedder, passages_for, lengths, temperatures,
     rows, curves = [], []
     for n in lengths:
         init = passages_for(n, trials)
+        budget = int(steps[n]) if isinstance(steps, dict) else int(steps)
         for T in temperatures:
             tracker = DriftTracker(emb, init.numpy(), deltas, record_every)
             x = init.clone()
-            for start in range(0, steps, block):
+            for start in range(0, budget, block):
                 seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
-                r = run(scorer, x, ChainSpec(temperature=float(T), steps=min(block, steps - start), record_every=1,
+                r = run(scorer, x, ChainSpec(temperature=float(T), steps=min(block, budget - start), record_every=1,
                                              checkpoint_every=block), seed=seed, progress=progress)
                 tracker.update(r.states[1:])
                 x = torch.as_tensor(r.states[-1])
@@ -198,7 +202,7 @@ def drift_experiment(scorer, emb: Embedder, passages_for, lengths, temperatures,
                 for b in range(trials):
                     tau = tracker.tau[j, b]
                     rows.append({"n": n, "temperature": float(T), "delta": float(delta), "chain": b, "tau": tau,
-                                 "censored": bool(np.isnan(tau))})
+                                 "censored": bool(np.isnan(tau)), "budget": budget})
             rs, d = tracker.curves()
             curves.append(pd.DataFrame({"n": n, "temperature": float(T), "step": rs, "mean_drift": d.mean(1),
                                         "median_drift": np.median(d, axis=1), "q25": np.quantile(d, 0.25, axis=1),

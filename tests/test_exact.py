@@ -323,3 +323,140 @@ def test_tabulated_chains_keep_the_tables_prefix(small_scorer):
     runs = exact.tabulated_chains(table, 1.0, 8, 100, torch.Generator().manual_seed(0))
     assert (runs.states[:, :, 0] == int(small_scorer.vocab.ids[1])).all()
     assert len(np.unique(table.chain.index(runs.states))) > 9          # the free sites did move
+
+
+# ---------------------------------------------------------------- deep traps (issue 41, item 5.1)
+
+def _planted(k=3, n=3, lift=4.0, seed=0):
+    """A joint on {0..k-1}^n with one state (1, ..., 1) lifted by ``lift`` in log mass: every site
+    of it is the argmax with a margin of about ``lift``, so at T = 0.1 it is held ~1e17 steps and
+    at T = 0.05 ~1e35, and P(x, x) is exactly 1.0 in float64 at both."""
+    log_mu = np.random.default_rng(seed).normal(scale=0.3, size=k ** n)
+    sc = exact.JointScorer(np.arange(k), n, log_mu)
+    x = int(sc.chain.index(np.ones((1, n), np.int64))[0])
+    log_mu[x] += lift
+    return exact.JointScorer(np.arange(k), n, log_mu), x
+
+
+def _kernel_mp(sc, T, dps=90):
+    """The Glauber kernel of a JointScorer in mpmath at ``dps`` digits, from its log mass directly:
+    P(x, x^{i<-a}) += exp(log mu(x^{i<-a}) / T) / sum_b exp(log mu(x^{i<-b}) / T) / n."""
+    import mpmath as mp
+
+    mp.mp.dps = dps
+    states, k, n = sc.chain.states, len(sc.chain.vocab_ids), sc.n
+    P = mp.zeros(len(states), len(states))
+    for r, x in enumerate(states):
+        for i in range(n):
+            ys = np.repeat(x[None], k, 0)
+            ys[:, i] = sc.chain.vocab_ids
+            cols = sc.chain.index(ys)
+            w = [mp.exp(mp.mpf(float(sc.log_mu[c])) / mp.mpf(T)) for c in cols]
+            tot = mp.fsum(w)
+            for c, wc in zip(cols, w):
+                P[r, int(c)] += wc / tot / n
+    return P
+
+
+def _exit_mp(P, B):
+    """(I - P_BB)^{-1} 1 in mpmath: the reference exit times from the basin B (indices)."""
+    import mpmath as mp
+
+    A = mp.matrix(len(B), len(B))
+    for a, x in enumerate(B):
+        for b, y in enumerate(B):
+            A[a, b] = (1 if a == b else 0) - P[int(x), int(y)]
+    return [float(v) for v in mp.lu_solve(A, mp.matrix([1] * len(B)))]
+
+
+@pytest.mark.parametrize("T", [0.1, 0.05])
+def test_deep_trap_holding_and_exit_times_keep_their_digits(T):
+    """A planted argmax trap where P(x, x) == 1.0 in float64: margin_check's exact holding time
+    and exit_time from {x} and from x with its 2n neighbours agree with a 90-digit mpmath solve of
+    (I - P_BB) t = 1 to 1e-12 (the old 1 / max(1 - P(x, x), 1e-300) said 1e300, and the old
+    solve of I - P_BB raised LinAlgError on {x}), and the leave probabilities keep 1 / hold."""
+    sc, x = _planted()
+    n = sc.n
+    table = exact.TabulatedScorer(sc, n)
+    P = exact.glauber_kernel(table, n, T).kernel
+    assert P[x, x] == 1.0                                      # the cancellation the fix must avoid
+    Pm = _kernel_mp(sc, T)
+    hold = _exit_mp(Pm, [x])[0]
+    assert hold > 1e16
+    m = exact.margin_check(table, P, T)
+    assert m["exact holding time"] == pytest.approx(hold, rel=1e-12)
+    assert m["exact holding time"] >= m["certified holding time"]
+    single = np.arange(len(P)) == x
+    assert exact.exit_time(P, single)[0] == pytest.approx(hold, rel=1e-12)
+    assert 1 / exact.leave_probabilities(P)[x] == pytest.approx(hold, rel=1e-12)
+    basin = single.copy()
+    for i in range(n):
+        for a in (0, 2):
+            y = np.ones(n, np.int64)
+            y[i] = a
+            basin[table.chain.index(y[None])[0]] = True
+    B = np.flatnonzero(basin)
+    np.testing.assert_allclose(exact.exit_time(P, basin), _exit_mp(Pm, B), rtol=1e-12)
+
+
+def test_exit_time_is_accurate_on_a_random_basin_of_a_random_chain():
+    """Incompatible random conditionals at T = 0.1, a basin of 40 of the 81 states: the
+    subtraction-free elimination matches the mpmath solve to 1e-11 (so nothing was lost where
+    the old plain solve was fine either)."""
+    sc = _RandomScorer(3, 4, seed=3, spread=1.0)
+    P = exact.glauber_kernel(sc, 4, 0.1).kernel
+    members = np.random.default_rng(1).random(len(P)) < 0.5
+    B = np.flatnonzero(members)
+    import mpmath as mp
+
+    mp.mp.dps = 60
+    A = mp.matrix(len(B), len(B))
+    for a, x in enumerate(B):
+        for b, y in enumerate(B):
+            A[a, b] = (1 if a == b else 0) - mp.mpf(float(P[x, y]))
+    want = [float(v) for v in mp.lu_solve(A, mp.matrix([1] * len(B)))]
+    np.testing.assert_allclose(exact.exit_time(P, members), want, rtol=1e-11)
+
+
+def test_exit_time_is_infinite_from_states_that_cannot_leave():
+    """A closed class inside B holds the chain forever: inf from it and from every state that can
+    reach it, finite (and exact) elsewhere; no LinAlgError."""
+    P = np.array([[0.5, 0.5, 0.0, 0.0],
+                  [0.0, 1.0, 0.0, 0.0],                # absorbing inside B
+                  [0.0, 0.0, 0.75, 0.25],
+                  [0.0, 0.0, 0.0, 1.0]])
+    t = exact.exit_time(P, np.array([True, True, True, False]))
+    assert np.isinf(t[0]) and np.isinf(t[1]) and t[2] == pytest.approx(4.0, rel=1e-15)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_stationary_linear_solve_keeps_a_trap_whose_diagonal_rounds_to_one(monkeypatch, sparse):
+    """The solve used beyond GTH_MAX states: two traps leaving with 1e-17 and 3e-17, so both
+    diagonals are exactly 1.0 in float64 and pi = (3/4, 1/4). P^T - I had a zero diagonal there
+    and gave pi = (0, 1)."""
+    import scipy.sparse as sp
+
+    monkeypatch.setattr(exact, "GTH_MAX", 0)
+    P = np.array([[1 - 1e-17, 1e-17], [3e-17, 1 - 3e-17]])
+    assert P[0, 0] == P[1, 1] == 1.0
+    np.testing.assert_allclose(exact.stationary(sp.csr_matrix(P) if sparse else P), [0.75, 0.25], rtol=1e-12)
+
+
+def test_trap_basins_survive_a_trap_held_beyond_1e16_steps():
+    """Chains of the engine on the planted table at T = 0.1 (some fall into the trap, held ~1e17
+    steps, and stay; others into shallower local argmaxes of the noise): trap_basins reports it with the exact exit time of its basin (the old solve of
+    I - P_BB raised LinAlgError on the basin {x})."""
+    sc, x = _planted()
+    table = exact.TabulatedScorer(sc, sc.n)
+    T = 0.1
+    P = exact.glauber_kernel(table, sc.n, T).kernel
+    pi = exact.stationary(P)
+    runs = exact.tabulated_chains(table, T, 8, 400, torch.Generator().manual_seed(0))
+    assert (table.chain.index(runs.states[-1]) == x).sum() >= 2     # two chains end in it (one fell in late)
+    emb = np.random.default_rng(0).normal(size=(len(P), 8))
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    found = exact.trap_basins(table, runs, emb, P, pi, window=50, rel_threshold=0.1)
+    held = found[found["basin states"] == 1]
+    held = held[held["exact mean exit time"] > 1e16]
+    assert len(held) >= 1
+    assert held["exact mean exit time"].iloc[0] == pytest.approx(1 / exact.leave_probabilities(P)[x], rel=1e-12)

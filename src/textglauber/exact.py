@@ -124,18 +124,20 @@ def stationary(P) -> np.ndarray:
     s = P.shape[0]
     if s <= GTH_MAX:
         return _gth(_dense(P))
-    A = (P.T - (sp.identity(s) if sp.issparse(P) else np.eye(s)))
-    if sp.issparse(A):
-        A = sp.lil_matrix(A)
+    # P^T - I with its diagonal -(1 - P(x, x)) taken as the row's off-diagonal sum: P(x, x) - 1
+    # would cancel to 0 in a trap held for more than 1e16 steps
+    leave = leave_probabilities(P)
+    b = np.zeros(s)
+    b[0] = 1.0
+    if sp.issparse(P):
+        A = sp.lil_matrix(P.T)
+        A.setdiag(-leave)
         A[0, :] = 1.0
-        b = np.zeros(s)
-        b[0] = 1.0
         pi = spla.spsolve(A.tocsc(), b)
     else:
-        A = np.array(A)
+        A = np.array(P, dtype=np.float64).T.copy()
+        A[np.arange(s), np.arange(s)] = -leave
         A[0, :] = 1.0
-        b = np.zeros(s)
-        b[0] = 1.0
         pi = np.linalg.solve(A, b)
     pi = np.clip(pi, 0, None)
     return pi / pi.sum()
@@ -242,7 +244,12 @@ def spectral_gap(P) -> dict:
     """Absolute spectral gap 1 - max_{lambda != 1} |lambda| and relaxation time 1 / gap.
 
     Glauber chains of incompatible conditionals are not reversible, so eigenvalues may be
-    complex; the absolute gap still bounds the geometric rate of convergence."""
+    complex; the absolute gap still bounds the geometric rate of convergence.
+
+    The gap is 1 - |lambda_2| from float64 eigenvalues, whose absolute error is about 1e-16 times
+    the size of P, so a relaxation time beyond about 1e14 steps (two traps each held that long)
+    is not resolved; :func:`exit_time` and :func:`leave_probabilities` time a single deep trap
+    to full relative precision instead."""
     dense = _dense(P)
     ev = np.linalg.eigvals(dense)
     ev = ev[np.argsort(-np.abs(ev))]
@@ -277,12 +284,85 @@ def compatibility_gap(pi: np.ndarray, nu: np.ndarray) -> dict:
     return {"tv": tv(pi, nu), "kl": float((pi[m] * np.log(pi[m] / nu[m])).sum())}
 
 
+def _rows(P, which: np.ndarray) -> np.ndarray:
+    """Rows ``which`` of a kernel as a dense float64 array (a sparse kernel is not densified whole)."""
+    return P[which].toarray() if sp.issparse(P) else np.asarray(P, dtype=np.float64)[which]
+
+
 def exit_time(P, members: np.ndarray) -> np.ndarray:
-    """Exact expected steps to leave the set flagged in ``members``, from each of its states."""
-    dense = _dense(P)
-    B = np.flatnonzero(np.asarray(members, bool))
-    A = np.eye(len(B)) - dense[np.ix_(B, B)]
-    return np.linalg.solve(A, np.ones(len(B)))
+    """Exact expected steps to leave the set B flagged in ``members``, from each of its states
+    (inf from a state that may never leave: the float64 kernel holds no way out of B from it).
+
+    The times solve (I - P_BB) t = 1. Forming I - P_BB subtracts P(x, x) from 1, which loses every
+    digit of a trap held for more than 1e16 steps (P(x, x) rounds to 1 and the matrix is singular).
+    Here the matrix is never formed: its off-diagonal entries are -P(x, y) (x != y in B) and its
+    row sums are the exit masses e(x) = sum over y outside B of P(x, y), both read off the kernel
+    without a subtraction. Gaussian elimination in that representation (Alfa, Xue and Ye, Math.
+    Comp. 2002; the linear-system twin of the GTH elimination in :func:`stationary`) updates the
+    off-diagonal entries, the row sums and the right-hand side by adding nonnegative numbers, takes
+    each pivot as its row's exit mass plus its remaining off-diagonal mass, and back-substitutes
+    by adding nonnegative numbers again: no step subtracts, so every time keeps its relative
+    precision however deep the basin."""
+    members = np.asarray(members, bool)
+    B = np.flatnonzero(members)
+    rows = _rows(P, B)
+    W = rows[:, B].copy()
+    W[np.arange(len(B)), np.arange(len(B))] = 0.0            # P(x, y) for x != y in B
+    e = rows[:, ~members].sum(1)                              # the exit mass of each state of B
+    out = np.full(len(B), np.inf)
+    # the states that leave B surely: those with a path in B to a state with exit mass, and none to
+    # a state without one (a closed class of B holds the chain forever)
+    adj = sp.csr_matrix(W > 0)
+    leaks = e > 0
+    while True:
+        more = leaks | (adj @ leaks > 0)
+        if (more == leaks).all():
+            break
+        leaks = more
+    stuck = ~leaks
+    while True:
+        more = stuck | (adj @ stuck > 0)
+        if (more == stuck).all():
+            break
+        stuck = more
+    F = np.flatnonzero(~stuck)
+    if len(F):
+        out[F] = _exit_solve(W[np.ix_(F, F)], e[F])
+    return out
+
+
+def _exit_solve(W: np.ndarray, e: np.ndarray, block: int = 64) -> np.ndarray:
+    """t with (diag(e + W 1) - W) t = 1 for a nonnegative W (its diagonal is not read) and every
+    state leaving surely, by subtraction-free elimination (:func:`exit_time`).
+
+    Pivot k eliminates column k below it: row i gains f_i = W(i, k) / d_k times row k, so its
+    off-diagonal masses, row sum and right-hand side grow by f_i times pivot row k's, and each
+    pivot is d_k = (row sum) + (its remaining off-diagonal mass). That is done ``block`` pivots at
+    a time: within a panel row by row, then the rows below take the whole panel at once through
+    G = W_21 U_11^{-1} (a triangular solve that only adds) and nonnegative products."""
+    W, s = np.array(W, dtype=np.float64), np.array(e, dtype=np.float64)
+    m = len(s)
+    b, d = np.ones(m), np.empty(m)
+    for k0 in range(0, m, block):
+        k1 = min(k0 + block, m)
+        for k in range(k0, k1):                               # the panel's own rows
+            d[k] = s[k] + W[k, k + 1:].sum()
+            f = W[k + 1:k1, k] / d[k]
+            W[k + 1:k1, k + 1:] += np.outer(f, W[k, k + 1:])
+            s[k + 1:k1] += f * s[k]
+            b[k + 1:k1] += f * b[k]
+        if k1 == m:
+            break
+        G = np.empty((m - k1, k1 - k0))
+        for j in range(k0, k1):                               # G U_11 = W_21, U_11's off-diagonal -W
+            G[:, j - k0] = (W[k1:, j] + G[:, :j - k0] @ W[k0:j, j]) / d[j]
+        W[k1:, k1:] += G @ W[k0:k1, k1:]
+        s[k1:] += G @ s[k0:k1]
+        b[k1:] += G @ b[k0:k1]
+    t = np.empty(m)
+    for k in range(m - 1, -1, -1):
+        t[k] = (b[k] + W[k, k + 1:] @ t[k + 1:]) / d[k]
+    return t
 
 
 def leave_probabilities(P) -> np.ndarray:
@@ -356,7 +436,6 @@ def margin_check(table: "TabulatedScorer", P, temperature: float, pi: np.ndarray
     from . import margins
 
     pi = stationary(P) if pi is None else pi
-    dense = _dense(P)
     free = table.chain.free
     gaps = margins.score_gaps(table, torch.as_tensor(table.chain.states))[:, free]
     delta = gaps.min(1)
@@ -366,7 +445,7 @@ def margin_check(table: "TabulatedScorer", P, temperature: float, pi: np.ndarray
                 "certified holding time": np.nan, "margin t_mix bound": np.nan}
     x = int(np.argmax(delta))
     return {"margin Delta": float(delta[x]), "pi(trap)": float(pi[x]),
-            "exact holding time": float(1.0 / max(1.0 - dense[x, x], 1e-300)),
+            "exact holding time": float(exit_time(P, np.arange(len(pi)) == x)[0]),
             "certified holding time": 1.0 / margins.escape_bound(float(delta[x]), k, temperature),
             "margin t_mix bound": (margins.tmix_lower_bound(float(delta[x]), k, temperature)
                                    if pi[x] <= 0.5 else np.nan)}

@@ -214,3 +214,30 @@ def test_prefix_conditioned_chain_keeps_its_prefix(tiny_mlm, full_scorer):
     run = chain.run(full_scorer, init, chain.ChainSpec(temperature=1.0, steps=80, record_every=4,
                                                        prefix_len=len(prefix)), seed=0)
     assert (run.states[:, :, :len(prefix)] == np.array(prefix)).all()
+
+
+@pytest.mark.parametrize("filters", [{"whole_words": True}, {"alphabetic": True}])
+def test_seed_states_hold_only_tokens_of_the_allowed_vocabulary(tiny_mlm, filters):
+    """With an allowed vocabulary the seed windows skip the tokens outside it (the tiny MLM's
+    [UNK] for words it lacks, and punctuation under ``alphabetic``): every token is one the chain
+    could write, each row is its sentence's allowed tokens in order, the ids alone work as well,
+    and a sentence without any allowed token is refused by name."""
+    from textglauber import vocabulary
+
+    tok = tiny_mlm.tokenizer
+    v = vocabulary.allowed_vocabulary(tok, **filters)
+    wanted = ["health", "sport", "food"]
+    unfiltered, _, _ = topics.seed_states(tok, wanted, 2, 20)
+    assert not bool(v.contains(unfiltered).all())                  # the check can fail: seeds hold such tokens
+    ids, labels, texts = topics.seed_states(tok, wanted, 2, 20, vocab=v)
+    assert ids.shape == (6, 20) and labels == [t for t in wanted for _ in range(2)]
+    assert bool(v.contains(ids).all())
+    allowed = set(v.ids.tolist())
+    for row, text in zip(ids.tolist(), texts):
+        own = [i for i in vocabulary.encode(tok, text) if i in allowed]
+        assert row[:len(own)] == own[:20]
+    assert torch.equal(topics.seed_states(tok, wanted, 2, 20, vocab=v.ids)[0], ids)
+    seen = set(vocabulary.encode(tok, " ".join(topics.seed_texts().text)))
+    absent = next(t for i, t in zip(v.ids.tolist(), v.tokens) if i not in seen)
+    with pytest.raises(ValueError, match="no token in the allowed vocabulary"):
+        topics.seed_states(tok, ["health"], 1, 20, vocab=vocabulary.allowed_vocabulary(tok, tokens=[absent]))

@@ -196,19 +196,39 @@ def seed_states(tokenizer, topics_wanted: list[str], per_topic: int, seq_len: in
     Seeds are natural text, encoded as they would appear inside a text (:func:`vocabulary.encode`,
     which a cased tokenizer sees cased and an uncased one lowercases itself). Sentences shorter
     than seq_len are repeated as text (joined by a space, so BPE keeps its word-start tokens), so
-    every row is a real (if repetitive) text."""
+    every row is a real (if repetitive) text.
+
+    ``vocab`` (an :class:`~textglauber.vocabulary.AllowedVocab`, or the allowed token ids): the
+    tokens of a seed outside it are skipped, so every seed token is one the chain could write
+    (with ``whole_words`` a word's continuation pieces go, with ``alphabetic`` its punctuation;
+    the row is the sentence's allowed tokens in order, repeated as text as above until it fills
+    seq_len). A seed sentence with no allowed token at all is an error naming it. The text
+    returned per row is the seed sentence as written."""
     seeds = seed_texts()
     missing = sorted(set(topics_wanted) - set(seeds.label))
     if missing:
         raise ValueError(f"no seed sentences for topics {missing}; available: {sorted(set(seeds.label))}")
+    if vocab is None:
+        keep = None
+    else:
+        allowed = getattr(vocab, "ids", vocab)
+        keep = set(torch.as_tensor(allowed, dtype=torch.long).flatten().tolist())
+
+    def encoded(text):
+        ids = vocabulary.encode(tokenizer, text)
+        return ids if keep is None else [i for i in ids if i in keep]
+
     rows, labels, texts = [], [], []
     for topic in topics_wanted:
         for text in seeds[seeds.label == topic].text.tolist()[:per_topic]:
-            ids = vocabulary.encode(tokenizer, text)
+            ids = encoded(text)
+            if not ids:
+                raise ValueError(f"the {topic} seed {text!r} has no token in the allowed vocabulary, so it cannot "
+                                 f"fill a window of {seq_len} tokens")
             repeated = text
             while len(ids) < seq_len:          # repeat the text, joined as text, not as token lists
                 repeated = f"{repeated} {text}"
-                ids = vocabulary.encode(tokenizer, repeated)
+                ids = encoded(repeated)
             rows.append(ids[:seq_len])
             labels.append(topic)
             texts.append(text)

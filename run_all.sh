@@ -64,20 +64,40 @@ case "${1:-}" in
     ;;
 esac
 
+# Arguments are checked before the environment is prepared: a mistake costs no install.
+die() { echo "run_all.sh: $*" >&2; exit 2; }
+known_profiles() { ls params | sed -n 's/^\([A-Za-z0-9_-]*\)\.yaml$/\1/p' | paste -sd ' ' -; }
+# the value of option $1, given as "$1 VALUE" (next word, $2) or "$1=VALUE" (after '=', $3 set to 1)
+value_of() {
+  local opt=$1 given=$2 inline=${3:-}
+  if [ -z "$given" ] || { [ -z "$inline" ] && [ "${given#--}" != "$given" ]; }; then
+    case "$opt" in
+      --profile) die "--profile needs a value: a profile name (known: $(known_profiles))" ;;
+      --chapter) die "--chapter needs a value: a chapter name of the profile" ;;
+      *) die "$opt needs a value: a folder" ;;
+    esac
+  fi
+  printf '%s' "$given"
+}
+
 args=()
 profile=$DEFAULT_PROFILE
 while [ $# -gt 0 ]; do
   case "$1" in
-    --profile) profile=$2; shift 2 ;;
-    --profile=*) profile=${1#*=}; shift ;;
-    --chapter) args+=(--chapter "$2"); shift 2 ;;
-    --chapter=*) args+=(--chapter "${1#*=}"); shift ;;
+    --profile|--chapter|--build-dir|--results)
+      v=$(value_of "$1" "${2:-}") || exit 2
+      if [ "$1" = --profile ]; then profile=$v; else args+=("$1" "$v"); fi
+      shift 2 ;;
+    --profile=*|--chapter=*|--build-dir=*|--results=*)
+      v=$(value_of "${1%%=*}" "${1#*=}" 1) || exit 2
+      if [ "${1%%=*}" = --profile ]; then profile=$v; else args+=("${1%%=*}" "$v"); fi
+      shift ;;
     --no-book|--no-execute|--force) args+=("$1"); shift ;;
-    --build-dir|--results) args+=("$1" "$2"); shift 2 ;;
-    --build-dir=*|--results=*) args+=("$1"); shift ;;
-    *) echo "unknown argument: $1 (see ./run_all.sh --help)" >&2; exit 2 ;;
+    *) die "unknown argument: $1 (see ./run_all.sh --help)" ;;
   esac
 done
-[ -f "params/$profile.yaml" ] || { echo "unknown profile '$profile'; known: $(ls params | sed 's/\.yaml$//' | tr '\n' ' ')" >&2; exit 2; }
+# a profile is the name of a file params/NAME.yaml, never a path
+[[ $profile =~ ^[A-Za-z0-9_-]+$ ]] || die "profile '$profile' is not a profile name (letters, digits, _ and -, naming params/NAME.yaml); known: $(known_profiles)"
+[ -f "params/$profile.yaml" ] || die "unknown profile '$profile' (no file params/$profile.yaml); known: $(known_profiles)"
 ensure_env
 exec "$VENV/bin/python" -m textglauber.build --profile "$profile" "${args[@]}"

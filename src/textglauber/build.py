@@ -61,6 +61,7 @@ def preflight(profile: str, chapters: list[str]) -> None:
             check(sorted(set(items)))
         except error as exc:
             problems.append(str(exc))
+    problems += P.window_problems(profile, chapters)       # a window longer than its corpus holds
     if problems:
         raise SystemExit(f"profile {profile!r} cannot run:\n" + "\n".join(problems))
 
@@ -344,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--build-dir", default=str(repo_root() / "_build"))
     ap.add_argument("--results", default=str(repo_root() / "results"))
     a = ap.parse_args(argv)
+    P.validate_or_exit(a.profile, a.chapter)     # every key, type, range and relation, before anything loads
     try:
         spec = P.load_profile(a.profile)
     except ValueError as exc:

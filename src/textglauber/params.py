@@ -5,23 +5,51 @@ chapters or tools wrote, ``reads`` (chapters of the same profile whose results i
 after them and is executed again when their results change) and ``reads_files`` (other files it
 reads: a pattern under ``results/`` is taken in the build's results folder, any other relative to
 the repository root). The chapters' reads form no cycle.
+
+A profile is named by its file: NAME is letters, digits, ``_`` and ``-`` only and names an existing
+``params/NAME.yaml`` (never a path). Every key of a profile is declared in :mod:`textglauber.schema`,
+which :func:`validate_or_exit` applies in full before the build loads anything.
 """
 from __future__ import annotations
 
 import fnmatch
+import re
+import sys
 from pathlib import Path
 
 import yaml
 
 from .results import repo_root
 
+NAME_RE = r"^[A-Za-z0-9_-]+$"     # a profile or chapter name: also a folder under results/ and _build/
+
+
+class ProfileError(ValueError):
+    """A profile that must not run; ``str()`` holds one line per problem."""
+
+
+def params_dir() -> Path:
+    return repo_root() / "params"
+
 
 def profile_path(profile: str) -> Path:
-    return repo_root() / "params" / f"{profile}.yaml"
+    """``params/NAME.yaml``; a NAME that is not a plain name (a path, say) is refused."""
+    if not isinstance(profile, str) or not re.fullmatch(NAME_RE, profile):
+        raise ProfileError(f"profile {profile!r}: a profile is the name of a file params/NAME.yaml, NAME made of "
+                           f"letters, digits, _ and - (no path); known: {', '.join(profiles())}")
+    return params_dir() / f"{profile}.yaml"
 
 
 def profiles() -> list[str]:
-    return sorted(p.stem for p in (repo_root() / "params").glob("*.yaml"))
+    return sorted(p.stem for p in params_dir().glob("*.yaml") if re.fullmatch(NAME_RE, p.stem))
+
+
+def where(path: Path) -> str:
+    """A profile's path as messages name it: relative to the repository where it lies inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(repo_root().resolve()))
+    except ValueError:
+        return str(path)
 
 
 DERIVED_KEYS = ("profile", "derive", "description", "artifacts", "defaults", "replace", "sizes")
@@ -47,7 +75,7 @@ def derive(base: dict, spec: dict, path: Path) -> dict:
     """A profile written as another one with names replaced and counts scaled (``derive:``)."""
     unknown = sorted(set(spec) - set(DERIVED_KEYS))
     if unknown:
-        raise ValueError(f"{path}: a derived profile holds only {DERIVED_KEYS}; found {unknown}")
+        raise ProfileError(f"{where(path)}: a derived profile holds only {DERIVED_KEYS}; found {unknown}")
     out = {"profile": spec.get("profile", path.stem), "description": spec.get("description", base.get("description")),
            "defaults": {**base.get("defaults", {}), **(spec.get("defaults") or {})},
            "artifacts": list(spec.get("artifacts", base.get("artifacts", []))), "derived_from": spec["derive"]}
@@ -55,8 +83,8 @@ def derive(base: dict, spec: dict, path: Path) -> dict:
     out["chapters"] = _renamed(base["chapters"], replace)
     for chapter, sizes in (spec.get("sizes") or {}).items():
         if chapter not in out["chapters"]:
-            raise ValueError(f"{path}: sizes for chapter {chapter!r}, which {spec['derive']!r} does not have")
-        _scale(out["chapters"][chapter]["parameters"], sizes, f"{path}: chapter {chapter!r} in {spec['derive']!r}")
+            raise ProfileError(f"{where(path)}: sizes for chapter {chapter!r}, which {spec['derive']!r} does not have")
+        _scale(out["chapters"][chapter]["parameters"], sizes, f"{where(path)}: chapter {chapter!r} in {spec['derive']!r}")
     return out
 
 
@@ -65,11 +93,11 @@ def _scale(prm: dict, sizes: dict, where: str) -> None:
     (e.g. ``ising_fit: {replicates: 20}``) and leaves its other entries as the base has them."""
     extra = sorted(set(sizes) - set(prm))
     if extra:
-        raise ValueError(f"{where}: sizes {extra} are not parameters")
+        raise ProfileError(f"{where}: sizes {extra} are not parameters")
     for key, value in sizes.items():
         if isinstance(value, dict):
             if not isinstance(prm[key], dict):
-                raise ValueError(f"{where}: sizes give {key!r} entries, but it is not a mapping")
+                raise ProfileError(f"{where}: sizes give {key!r} entries, but it is not a mapping")
             prm[key] = dict(prm[key])
             _scale(prm[key], value, f"{where}, {key}")
         else:
@@ -83,21 +111,22 @@ def _check_chapters(spec: dict, path: Path) -> None:
     chapters = spec["chapters"]
     for name, ch in chapters.items():
         if "notebook" not in ch or not (repo_root() / ch["notebook"]).exists():
-            raise ValueError(f"{path}: chapter {name!r} names no existing notebook")
+            raise ProfileError(f"{where(path)}: chapter {name!r}: notebook = {ch.get('notebook')!r}: no such notebook "
+                               "(book/NAME.ipynb in the repository)")
         unknown = sorted(set(ch) - set(CHAPTER_KEYS))
         if unknown:
-            raise ValueError(f"{path}: chapter {name!r} has unknown keys {unknown}; a chapter holds {CHAPTER_KEYS}")
+            raise ProfileError(f"{where(path)}: chapter {name!r} has unknown keys {unknown}; a chapter holds {CHAPTER_KEYS}")
         ch.setdefault("parameters", {})
         reads = ch.setdefault("reads", [])
         if not isinstance(reads, list) or name in reads or any(r not in chapters for r in reads):
-            raise ValueError(f"{path}: chapter {name!r} reads {reads!r}; 'reads' lists other chapters of "
+            raise ProfileError(f"{where(path)}: chapter {name!r} reads {reads!r}; 'reads' lists other chapters of "
                              f"this profile ({', '.join(chapters)})")
         files = ch.setdefault("reads_files", [])
         if not isinstance(files, list) or not all(isinstance(f, str) and f for f in files):
-            raise ValueError(f"{path}: chapter {name!r}: 'reads_files' is a list of path patterns")
+            raise ProfileError(f"{where(path)}: chapter {name!r}: 'reads_files' is a list of path patterns")
         timing = [f for f in files if fnmatch.fnmatch(f"results/{spec.get('profile', 'p')}/timings.json", f)]
         if timing:
-            raise ValueError(f"{path}: chapter {name!r} reads {timing}, which match the chapters' wall times "
+            raise ProfileError(f"{where(path)}: chapter {name!r} reads {timing}, which match the chapters' wall times "
                              "(results/<profile>/timings.json); the build rewrites them after every execution, "
                              "so such a chapter would run again whenever any other ran (the findings page shows them)")
     build_order(spec, list(chapters))          # raises on a cycle
@@ -127,19 +156,43 @@ def build_order(spec: dict, chapters: list[str]) -> list[str]:
     return order
 
 
-def load_profile(profile: str) -> dict:
+def load_profile(profile: str, _deriving: tuple[str, ...] = ()) -> dict:
+    """The profile as the build runs it (``derive`` applied). Its name, its top-level keys and their
+    types, and its chapters' entries are checked here (:func:`textglauber.schema.check_raw`); the
+    chapters' parameters by :func:`textglauber.schema.check_profile`."""
+    from .schema import check_raw
+
     path = profile_path(profile)
-    if not path.exists():
-        raise ValueError(f"unknown profile {profile!r}; known: {', '.join(profiles())}")
-    spec = yaml.safe_load(path.read_text())
-    if isinstance(spec, dict) and "derive" in spec:
-        if spec["derive"] == profile:
-            raise ValueError(f"{path} derives from itself")
-        spec = derive(load_profile(spec["derive"]), spec, path)
-    if not isinstance(spec, dict) or "chapters" not in spec:
-        raise ValueError(f"{path} must hold a mapping with a 'chapters' section")
+    if not path.is_file():
+        raise ProfileError(f"unknown profile {profile!r} (no file params/{profile}.yaml); known: {', '.join(profiles())}")
+    if profile in _deriving:
+        cycle = " -> ".join(_deriving[_deriving.index(profile):] + (profile,))
+        raise ProfileError(f"{where(profile_path(_deriving[-1]))}: derive = {profile!r}: the profiles derive from each "
+                           f"other in a cycle ({cycle}); a chain of derive must end at a profile written out in full")
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ProfileError(f"{where(path)}: not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
+    check_raw(spec, path)
+    if "derive" in spec:
+        spec = derive(load_profile(spec["derive"], _deriving + (profile,)), spec, path)
     _check_chapters(spec, path)
     return spec
+
+
+def validate_or_exit(profile: str, chapters: list[str] | None = None) -> dict:
+    """:func:`textglauber.schema.check_profile` for a command line: each problem on one line of
+    stderr and exit status 2, no traceback; else the loaded profile."""
+    from .schema import check_profile
+
+    try:
+        return check_profile(profile, chapters)
+    except ValueError as exc:
+        for line in str(exc).splitlines():
+            print(line, file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def chapter_parameters(profile: str, chapter: str, results_root: str | Path | None = None,
@@ -189,9 +242,50 @@ def corpus_names(params: dict) -> list[str]:
     return names
 
 
-if __name__ == "__main__":       # python -m textglauber.params PROFILE CHAPTER > p.yaml
-    import sys
+WINDOW_KEYS = ("seq_len", "lengths", "coupling_lengths")   # the window lengths a chapter cuts from its corpora
 
-    if len(sys.argv) != 3:
-        sys.exit("usage: python -m textglauber.params PROFILE CHAPTER  (prints papermill parameters as YAML)")
-    print(yaml.safe_dump(chapter_parameters(sys.argv[1], sys.argv[2]), sort_keys=False))
+
+def window_problems(profile: str, chapters: list[str]) -> list[str]:
+    """For the pre-flight: windows longer than a chapter's corpus can give, one line each.
+
+    The corpora are read (no model is): a window of n tokens needs n tokens in the corpus (texts
+    shorter than n are joined, :func:`textglauber.corpus.windows`), and no tokenizer cuts more
+    tokens from a text than it has UTF-8 bytes, plus one (the space byte-level BPE puts in front).
+    A corpus that cannot be read is left to the availability check."""
+    from . import corpus
+
+    held: dict[str, tuple[int, int] | None] = {}
+    out = []
+    for ch in chapters:
+        prm = chapter_parameters(profile, ch)
+        longest = {k: max(v) if isinstance(v, list) else v for k, v in prm.items() if k in WINDOW_KEYS and v}
+        for src in sorted(set(corpus_names(prm))):
+            if src not in held:
+                try:
+                    texts = corpus.texts(src)
+                    held[src] = (sum(len(t.encode("utf-8")) + 1 for t in texts), len(texts))
+                except Exception:       # missing or unreadable: the availability check names it
+                    held[src] = None
+            for key, n in longest.items():
+                if held[src] is not None and n > held[src][0]:
+                    out.append(f"{where(profile_path(profile))}: chapter {ch!r}: {key} = {prm[key]}: a window of {n} "
+                               f"tokens is longer than corpus {src!r} holds (at most {held[src][0]} tokens in its "
+                               f"{held[src][1]} texts)")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m textglauber.params PROFILE CHAPTER > p.yaml``: the chapter's papermill parameters,
+    once the whole profile has passed its schema (else one line per problem and exit status 2)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m textglauber.params PROFILE CHAPTER  (prints papermill parameters as YAML)",
+              file=sys.stderr)
+        return 2
+    spec = validate_or_exit(argv[0], [argv[1]])
+    print(yaml.safe_dump(chapter_parameters(argv[0], argv[1], spec=spec), sort_keys=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -118,6 +118,10 @@ CHAIN_FIELDS = ("lo", "hi", "tot", "leave", "gap",
                 *(f"{f}{k}" for k in range(MOVE_TOKENS) for f in TOKEN_FIELDS))
 STATE_MEMORY = 16 << 20       # bytes of a chain cache's slots: the scored states it keeps (at most MEMO_STATES)
 MEMO_STATES = 4096            # states a chain cache keeps at most (never fewer than two per chain)
+# the precision of the sampling law, part of every checkpoint's fingerprint: the plain and memo
+# draws were made from a float32 softmax until issue 41 (item 5), and a run checkpointed then does
+# not resume into float64 draws (it starts afresh: other trajectories, the same law)
+SAMPLER = "softmax-float64"
 
 
 class Scorer(Protocol):
@@ -177,9 +181,14 @@ def validate(scorer: Scorer, init: torch.Tensor, spec: ChainSpec) -> None:
 
 
 def _cdf(scores: torch.Tensor, temperature) -> torch.Tensor:
-    """The inverse-CDF sampler's table: cumsum of softmax(scores / T) in float64, row by row."""
-    p = torch.softmax(scores.float() / temperature, dim=-1)
-    return torch.cumsum(p.double(), dim=-1)
+    """The inverse-CDF sampler's table: cumsum of softmax(scores / T) row by row, all in float64.
+
+    The division by T and the softmax are float64 too, as in the jump mode's moves and leave
+    probabilities (:func:`leave_probability`), the coupled pairs and the exact kernels, so every
+    mode samples one conditional law (this table was a float32 softmax before; see
+    :data:`SAMPLER`)."""
+    p = torch.softmax(scores.double() / temperature, dim=-1)
+    return torch.cumsum(p, dim=-1)
 
 
 def _search(cdf: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -1043,6 +1052,7 @@ def _fingerprint(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int,
         params.pop("mode")
     h = hashlib.sha1()
     h.update(json.dumps([params, seed, model_id, scorer.vocab.key()], sort_keys=True).encode())
+    h.update(SAMPLER.encode())          # a checkpoint of another sampler would continue another trajectory
     h.update(init.cpu().numpy().astype(np.int64).tobytes())
     return h.hexdigest()
 

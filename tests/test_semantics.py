@@ -131,58 +131,6 @@ def test_censored_median_is_the_kaplan_meier_median_under_a_common_budget():
         assert (np.isnan(km) and np.isnan(cells["median"][0])) or km == cells["median"][0]
 
 
-def _design(profile):
-    p = yaml.safe_load((Path(__file__).parents[1] / "params" / f"{profile}.yaml").read_text())
-    c = p["chapters"]["crossover"]["parameters"] if "chapters" in p else p["crossover"]["parameters"]
-    return c["lengths"], c["trials"], c["steps"]
-
-
-@pytest.mark.parametrize("profile", ["smoke", "offline"])
-def test_growth_comparison_recovers_known_laws_at_the_chapters_sample_size(profile):
-    """Synthetic hitting times (log-normal noise, CV 0.5; a fifth of the longest length censored)
-    at the profile's lengths, trials and budget, through the function the chapter uses: each true
-    law is named in at least 40 of 50 replicates, and a wrong law gets strong support in at most 3.
-    (The old rule, single-chain fits with an offset, said 'cannot tell' for almost every n log n replicate.)"""
-    lengths, trials, steps = _design(profile)
-    assert max(lengths) >= 8 * min(lengths)
-    for row in growth.power_check(lengths, trials, steps, replicates=50, seed=11, n_boot=300):
-        assert row["right"] >= 40, row
-        assert row["wrong, strong"] <= 3, row
-
-
-def test_growth_comparison_can_say_cannot_tell():
-    rng = np.random.default_rng(0)
-    # a range of n too short
-    n, tau, c = growth.simulate("n log n", [10, 12, 14], 20, 400, rng=rng)
-    r = growth.compare_laws(n, tau, c, 400)
-    assert r.verdict() == "cannot tell" and "factor of 2" in r.reason
-    # most lengths censored: too few medians
-    n, tau, c = growth.simulate("n log n", [4, 8, 16, 32, 64], 20, 1000, rng=rng)
-    cap = 1.05 * np.nanmedian(tau[n == 8])                      # a budget that leaves only n = 4 and 8
-    c = c | (tau > cap)
-    r = growth.compare_laws(n, np.where(c, np.nan, tau), c, cap)
-    assert r.verdict() == "cannot tell" and "censored" in r.reason
-    # little noise (10%) and an exponent between the laws' (n^1.5): the best law fits far worse than the
-    # noise allows, and the page says the named law is only the nearest of the three
-    n = np.repeat([6, 8, 12, 16, 24, 32, 48], 24)
-    tau = np.ceil(2 * n ** 1.5 * np.exp(0.1 * rng.standard_normal(len(n))))
-    r = growth.compare_laws(n, tau, np.zeros(len(n), bool), 1e6)
-    assert 1 < r.p_low <= 1.5 <= r.p_high < 2
-    assert r.gof_p < 0.01 and r.overdispersion > 1 and "only the nearest of the three" in r.sentence()
-
-
-def test_growth_verdict_is_none_of_the_three_when_the_exponent_excludes_them():
-    """Medians growing like n^0.5 (little noise) are fitted least badly by the n law, but the exponent's
-    interval lies below 1: the verdict must not name the n law (the chapter's T = 1 row once did)."""
-    rng = np.random.default_rng(4)
-    n = np.repeat([6, 8, 12, 16, 24, 32, 48], 24)
-    tau = np.ceil(20 * n ** 0.5 * np.exp(0.1 * rng.standard_normal(len(n))))
-    r = growth.compare_laws(n, tau, np.zeros(len(n), bool), 1e6)
-    assert r.best == "n" and r.p_high < 1 and r.gof_p < 0.01
-    assert r.verdict() == "none of the three"
-    assert r.sentence().startswith("none of the three laws") and "more slowly than n" in r.sentence()
-    # and a true n law is still named, though whole-step times may pull its exponent's interval just below 1
-    for seed in range(5):
-        rng = np.random.default_rng(seed)
-        tau = np.ceil(3 * n * np.exp(0.1 * rng.standard_normal(len(n))))
-        assert growth.compare_laws(n, tau, np.zeros(len(n), bool), 1e6).verdict() == "n"
+# The growth-law tests that stood here (the chapter-design check, 'cannot tell', 'none of the three')
+# moved to tests/test_growth.py with the rule they test (issue 41, item 2); the design check's
+# expectation changed there, with the reason in its docstring.

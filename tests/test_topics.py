@@ -216,6 +216,129 @@ def test_prefix_conditioned_chain_keeps_its_prefix(tiny_mlm, full_scorer):
     assert (run.states[:, :, :len(prefix)] == np.array(prefix)).all()
 
 
+# ------------------------------------------------------------------ the null model of the recurrence count
+import pandas as pd  # noqa: E402  (only these tests need it)
+
+
+def test_recurrence_time_averages_leave_out_the_seed():
+    steps = np.arange(0, 1000, 100)                  # last step 900: the second half is steps 500 to 900
+    score = np.array([0.5, 0.2, 0.3, 0.05, 0.01, 0.15, 0.02, 0.02, 0.5, 0.4])
+    r = topics.recurrence(steps, score, baseline=0.1)
+    assert r["share above after start"] == pytest.approx(5 / 9)
+    assert r["mean after start"] == pytest.approx(score[1:].mean())
+    assert r["share above late"] == pytest.approx(3 / 5)
+    one = topics.recurrence(steps[:1], score[:1], 0.1)
+    assert np.isnan(one["share above after start"]) and np.isnan(one["share above late"])
+
+
+def _chains(crossed, starts_above=False, **averages):
+    n = len(crossed)
+    return pd.DataFrame({"starts_above": starts_above, "crossed_up": crossed,
+                         **{s: averages.get(s, np.zeros(n)) for s in list(topics.NULL_STATISTICS)[1:]}})
+
+
+def test_null_comparison_on_a_known_answer():
+    """10 of 10 against 0 of 10: the one-sided Fisher p is one table in C(20, 10); chains that
+    start above the baseline are left out of the crossing share in both groups."""
+    topic = _chains([True] * 10 + [False] * 3, starts_above=[False] * 10 + [True] * 3,
+                    **{"mean after start": np.r_[np.full(10, 0.3), np.full(3, 0.2)]})
+    null = _chains([False] * 10 + [True] * 5, starts_above=[False] * 10 + [True] * 5,
+                   **{"mean after start": np.full(15, 0.05)})
+    c = topics.null_comparison(topic, null, rng=0).set_index("statistic")
+    cs = c.loc["crossing share"]
+    assert (cs["n topic"], cs["count topic"], cs["n null"], cs["count null"]) == (10, 10, 10, 0)
+    assert cs.p == pytest.approx(1 / 184756) and cs.exceeds
+    assert cs.difference == 1.0 and 0.6 < cs.low < 0.65 and cs.high == pytest.approx(1.0)
+    m = c.loc["mean after start"]
+    assert m.topic == pytest.approx((10 * 0.3 + 3 * 0.2) / 13) and m.null == pytest.approx(0.05)
+    assert m.p < 1e-3 and m.exceeds and m.low > 0.2
+    # the shares are equal (0): no excess
+    assert not c.loc["share above after start"].exceeds and c.loc["share above after start"].p == 1.0
+    # Newcombe's worked examples (Statistics in Medicine 1998, method 10)
+    np.testing.assert_allclose(topics.share_difference_interval(56, 70, 48, 80), (0.0524, 0.3339), atol=1e-4)
+    np.testing.assert_allclose(topics.share_difference_interval(9, 10, 3, 10), (0.1705, 0.8090), atol=1e-4)
+    # every null chain starts above: nothing to compare, and no verdict of excess
+    gone = topics.null_comparison(topic, _chains([True] * 4, starts_above=True), rng=0).set_index("statistic")
+    assert gone.loc["crossing share", "n null"] == 0 and np.isnan(gone.loc["crossing share", "p"])
+    assert not gone.loc["crossing share", "exceeds"]
+
+
+def _series(rng, chains, records, basin):
+    """Score series below a baseline of 0.1 with rare noisy excursions above it (about one record
+    in 60); with ``basin``, each chain also enters a basin at a random record with probability
+    0.9 and stays above the baseline for 5 records."""
+    steps = np.arange(records) * 50
+    out = []
+    for _ in range(chains):
+        score = 0.1 * np.exp(rng.normal(-1.2, 0.5, records))
+        if basin and rng.random() < 0.9:
+            k = rng.integers(1, records - 5)
+            score[k:k + 5] = rng.uniform(0.12, 0.3, 5)
+        score[0] = 0.02                                       # every seed starts well below
+        out.append(topics.recurrence(steps, score, 0.1))
+    return pd.DataFrame(out)
+
+
+def test_null_comparison_finds_a_planted_basin_and_not_noise():
+    """Pure noise in both groups: the noise alone makes some chains cross (the reason for a
+    null), and the test finds an excess in few replicates (near its 5% level). A planted basin
+    in the topic group: an excess in nearly every replicate."""
+    rng = np.random.default_rng(7)
+    noise, planted, null_crossed = 0, 0, []
+    for _ in range(20):
+        null = _series(rng, 20, 30, basin=False)
+        null_crossed.append(null.crossed_up.mean())
+        c = topics.null_comparison(_series(rng, 20, 30, basin=False), null, boot=500, rng=rng)
+        noise += bool(c.set_index("statistic").loc["crossing share", "exceeds"])
+        c = topics.null_comparison(_series(rng, 20, 30, basin=True), null, boot=500, rng=rng)
+        planted += bool(c.set_index("statistic").loc["crossing share", "exceeds"])
+    assert 0.1 < np.mean(null_crossed) < 0.6          # noise alone crosses the baseline in a fair share of chains
+    assert noise <= 3 and planted >= 18
+
+
+def test_null_states_keep_the_tokens_or_draw_from_the_allowed_vocabulary():
+    ids = torch.arange(30).view(3, 10)                       # three seed windows of 10 tokens
+    allowed = torch.tensor([100, 101, 102, 103])
+    out, kind, source = topics.null_states(ids, ["food", "sport", "health"], allowed, ["shuffled", "random"], 7,
+                                           torch.Generator().manual_seed(0))
+    assert out.shape == (7, 10) and kind == ["shuffled"] * 4 + ["random"] * 3
+    for row, src in zip(out[:4], source[:4]):
+        k = ["food", "sport", "health"].index(src)
+        assert sorted(row.tolist()) == ids[k].tolist()       # the same tokens ...
+    assert any(row.tolist() != sorted(row.tolist()) for row in out[:4])   # ... in another order
+    assert len({s for s in source[:3]}) == 3                 # windows drawn without replacement while they last
+    assert source[4:] == [None] * 3 and set(out[4:].flatten().tolist()) <= set(allowed.tolist())
+    with pytest.raises(ValueError, match="unknown null seeds"):
+        topics.null_states(ids, ["food"] * 3, allowed, ["reversed"], 2, torch.Generator())
+    none, _, _ = topics.null_states(ids, ["food"] * 3, allowed, ["shuffled"], 0, torch.Generator())
+    assert none.shape == (0, 10)
+
+
+def test_findings_line_says_whether_the_recurrence_exceeds_the_null(tmp_path):
+    import json
+
+    from textglauber import findings, results
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"parameters": {
+        "basin_label": "politics", "labels": ["politics"] + [f"l{k}" for k in range(10)], "steps": 600,
+        "null_seeds": ["shuffled", "random"]}, "tables": ["summary", "recurrence", "recurrence_null"]}))
+    results.write_table(pd.DataFrame({"seed topic": ["health"], "politics at 0": [0.01], "politics at end": [0.1]}),
+                        tmp_path, "summary")
+    results.write_table(pd.DataFrame({"model": "m", "chain": range(6), "crossed_up": [True, True, True, False, True, False],
+                                      "kind": ["topic"] * 4 + ["random", "shuffled"]}), tmp_path, "recurrence")
+    line = findings.basins(tmp_path, tmp_path, "x")
+    assert "3 of 4 chains crossed the politics baseline (1/11) upward; no null model ran." in line
+    rows = pd.DataFrame({"model": "m", "against": ["shuffled + random", "random"], "statistic": "crossing share",
+                         "n topic": 4, "n null": [2, 1], "count topic": 3, "count null": [1, 1], "p": [0.5, 0.7],
+                         "exceeds": False})
+    results.write_table(rows, tmp_path, "recurrence_null")
+    line = findings.basins(tmp_path, tmp_path, "x")
+    assert "3 of 4 topic-seeded chains against 1 of 2 chains from seeds with no topic" in line
+    assert "p = 0.5): the recurrence does not exceed the null model's." in line
+    results.write_table(rows.assign(p=[0.01, 0.2], exceeds=[True, False]), tmp_path, "recurrence_null")
+    assert "p = 0.01): the recurrence exceeds the null model's." in findings.basins(tmp_path, tmp_path, "x")
+
+
 @pytest.mark.parametrize("filters", [{"whole_words": True}, {"alphabetic": True}])
 def test_seed_states_hold_only_tokens_of_the_allowed_vocabulary(tiny_mlm, filters):
     """With an allowed vocabulary the seed windows skip the tokens outside it (the tiny MLM's

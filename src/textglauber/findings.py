@@ -167,9 +167,26 @@ def basins(folder: Path, root: Path, profile: str) -> str:
     label, labels, steps = p["basin_label"], p["labels"], int(p["steps"])
     first = rec.model.iloc[0]
     r0 = rec[rec.model == first]
-    return (f"{_name(first)}: mean {_e(label)} score over the {len(summ)} seed topics "
+    if "kind" in r0:                                  # null chains ran beside the topic-seeded ones
+        r0 = r0[r0.kind == "topic"]
+    text = (f"{_name(first)}: mean {_e(label)} score over the {len(summ)} seed topics "
             f"{summ[f'{label} at 0'].mean():.3f} at step 0 and {summ[f'{label} at end'].mean():.3f} at step {steps:,}; "
-            f"{int(r0.crossed_up.sum())} of {len(r0)} chains crossed the {_e(label)} baseline (1/{len(labels)}) upward.")
+            f"{int(r0.crossed_up.sum())} of {len(r0)} chains crossed the {_e(label)} baseline (1/{len(labels)}) upward")
+    null = _table(folder, "recurrence_null")
+    if null is None:
+        return text + "; no null model ran."
+    c = null[(null.model == first) & (null.statistic == "crossing share")].reset_index(drop=True)
+    if not len(c):
+        return text + "; no null model ran."
+    c = c.loc[c.against.str.count(" \\+ ").idxmax()]         # the pooled null: every kind of null seed
+    kinds = c.against.split(" + ")
+    share = (f"{int(c['count topic'])} of {int(c['n topic'])} topic-seeded chains against {int(c['count null'])} of "
+             f"{int(c['n null'])} chains from seeds with no topic ({_e(' and '.join(kinds))})")
+    if not np.isfinite(c.p):
+        return text + f". Among chains starting at or below the baseline, {share}: not comparable."
+    word = "exceeds" if c.exceeds else "does not exceed"
+    return (text + f". Among chains starting at or below the baseline, {share} crossed (one-sided Fisher "
+            f"p = {c.p:.2g}): the recurrence {word} the null model's.")
 
 
 def basins_preprint() -> str:
@@ -177,7 +194,8 @@ def basins_preprint() -> str:
     end = np.mean([b for _, b in reported.BASINS_POLITICS.values()])
     up, n = reported.BASINS_CROSSING
     return (f"{_name('bert-base-uncased')}: mean politics score over the {len(reported.BASINS_POLITICS)} seed topics "
-            f"{start:.3f} at step 0 and {end:.3f} at step 10,000; {up} of {n} chains crossed the politics baseline.")
+            f"{start:.3f} at step 0 and {end:.3f} at step 10,000; {up} of {n} chains crossed the politics baseline; "
+            "no null model is given for this count.")
 
 
 def traps(folder: Path, root: Path, profile: str) -> str:

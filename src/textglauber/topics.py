@@ -134,17 +134,27 @@ def recurrence(steps: np.ndarray, score: np.ndarray, baseline: float) -> dict:
     An upward crossing is a recorded step whose score is above the baseline while the previous
     record's was at or below it. A chain whose first record is already above has not risen
     above anything: it is flagged ``starts_above`` and counts as crossing up only if it falls to
-    or below the baseline and rises again."""
+    or below the baseline and rises again.
+
+    The first record is the seed, chosen rather than reached, so two time averages leave it out:
+    ``share above after start`` (the share of later records above the baseline) and ``mean after
+    start`` (their mean score); ``share above late`` is the share over the records in the second
+    half of the run (step above half the last step), where the start should matter least. Each
+    is NaN where it has no record."""
     steps, score = np.asarray(steps), np.asarray(score, float)
     if steps.shape != score.shape or score.ndim != 1 or len(score) == 0:
         raise ValueError("steps and score must be one-dimensional, non-empty and of equal length")
     above = score > baseline
     ups = np.flatnonzero(above[1:] & ~above[:-1]) + 1
+    late = above[steps > steps[-1] / 2] if len(score) > 1 else above[:0]
     return {"starts_above": bool(above[0]), "upward_crossings": int(len(ups)), "crossed_up": bool(len(ups) > 0),
             "first crossing": float(steps[ups[0]]) if len(ups) else np.nan,
             "last crossing": float(steps[ups[-1]]) if len(ups) else np.nan,
             "ever_above": bool(above.any()), "share above": float(above.mean()), "peak": float(score.max()),
-            "start": float(score[0]), "end": float(score[-1])}
+            "start": float(score[0]), "end": float(score[-1]),
+            "share above after start": float(above[1:].mean()) if len(score) > 1 else np.nan,
+            "mean after start": float(score[1:].mean()) if len(score) > 1 else np.nan,
+            "share above late": float(late.mean()) if len(late) else np.nan}
 
 
 # the preprint's basins protocol (SPEC section 5), what a run is compared against
@@ -235,25 +245,165 @@ def seed_states(tokenizer, topics_wanted: list[str], per_topic: int, seq_len: in
     return torch.tensor(rows, dtype=torch.long), labels, texts
 
 
+NULL_SEEDS = ("shuffled", "random")
+
+
+def null_states(ids: torch.Tensor, topic: list[str], allowed: torch.Tensor, kinds, count: int,
+                gen: torch.Generator):
+    """Seeds without a topic for the null chains: (ids (count, n), kind per row, source topic per row).
+
+    ``count`` rows are split as evenly as possible over ``kinds`` (in order):
+
+    - ``shuffled``: a seed window (row of ``ids``, drawn without replacement while rows last) with
+      its positions in random order: the same tokens, no sentence (a bag-of-words scorer may still
+      read the source topic in it; its source topic is returned);
+    - ``random``: tokens drawn uniformly from ``allowed`` (source topic None)."""
+    kinds = list(kinds)
+    unknown = sorted(set(kinds) - set(NULL_SEEDS))
+    if unknown:
+        raise ValueError(f"unknown null seeds {unknown}; use {list(NULL_SEEDS)}")
+    if count and not kinds:
+        raise ValueError("null chains asked for, but no kind of null seed")
+    n = ids.shape[1]
+    rows, kind, source = [], [], []
+    for k, what in enumerate(kinds):
+        m = count // len(kinds) + (k < count % len(kinds))
+        if m == 0:
+            continue
+        if what == "shuffled":
+            src = torch.cat([torch.randperm(len(ids), generator=gen) for _ in range(-(-m // len(ids)))])[:m]
+            rows.append(torch.stack([ids[s][torch.randperm(n, generator=gen)] for s in src.tolist()]))
+            source += [topic[s] for s in src.tolist()]
+        else:
+            allowed = torch.as_tensor(allowed, dtype=torch.long).flatten()
+            rows.append(allowed[torch.randint(len(allowed), (m, n), generator=gen)])
+            source += [None] * m
+        kind += [what] * m
+    out = torch.cat(rows) if rows else ids[:0]
+    return out, kind, source
+
+
 def basin_chains(spec: dict, score, labels: list[str], seed_topics: list[str], *, seeds_per_topic: int,
                  chains_per_seed: int, seq_len: int, steps: int, score_every: int, temperature: float,
-                 gen: torch.Generator, device="auto", dtype="auto"):
-    """Chains from the topic seed sentences, every recorded state decoded and scored.
+                 gen: torch.Generator, device="auto", dtype="auto", null_seeds=(), null_chains: int = 0):
+    """Chains from the topic seed sentences, every recorded state decoded and scored, and
+    ``null_chains`` more from seeds without a topic (:func:`null_states`), run alongside them
+    with the same model, temperature, length, steps and records.
 
     Returns (LoadedModel, scorer, DataFrame with one row per chain and recorded step: model,
-    chain, seed topic, step, text and one column per label)."""
+    chain, kind ("topic", or the null seed's kind), seed topic (for a shuffled seed, the topic of
+    the window it shuffles; None for random tokens), step, text and one column per label)."""
     from . import models
     from .chain import ChainSpec, run
 
     lm, scorer = models.open_mlm(spec, device=device, dtype=dtype)
     ids, seed_topic, _ = seed_states(lm.tokenizer, seed_topics, seeds_per_topic, seq_len)
     init = ids.repeat_interleave(chains_per_seed, 0)
+    kind = ["topic"] * len(init)
+    topic = [seed_topic[b // chains_per_seed] for b in range(len(init))]
+    if null_chains:
+        extra, extra_kind, extra_topic = null_states(ids, seed_topic, scorer.vocab.ids, null_seeds, null_chains, gen)
+        init, kind, topic = torch.cat([init, extra]), kind + extra_kind, topic + extra_topic
     r = run(scorer, init, ChainSpec(temperature=temperature, steps=steps, record_every=score_every,
                                     checkpoint_every=steps), seed=int(torch.randint(2**31 - 1, (1,), generator=gen)))
     texts = [vocabulary.decode(lm.tokenizer, s) for s in r.states.reshape(-1, seq_len)]
     probs = score(texts).reshape(len(r.steps), len(init), len(labels))
-    frame = pd.DataFrame([{"model": lm.name, "chain": b, "seed topic": seed_topic[b // chains_per_seed],
+    frame = pd.DataFrame([{"model": lm.name, "chain": b, "kind": kind[b], "seed topic": topic[b],
                            "step": int(r.steps[k]), "text": texts[k * len(init) + b],
                            **{l: float(probs[k, b, j]) for j, l in enumerate(labels)}}
                           for k in range(len(r.steps)) for b in range(len(init))])
     return lm, scorer, frame
+
+
+def _wilson(k: int, n: int, z: float) -> tuple[float, float]:
+    if n == 0:
+        return np.nan, np.nan
+    p = k / n
+    mid, half = (p + z * z / (2 * n)), z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (mid - half) / (1 + z * z / n), (mid + half) / (1 + z * z / n)
+
+
+def share_difference_interval(k1: int, n1: int, k2: int, n2: int, level: float = 0.95) -> tuple[float, float]:
+    """Newcombe's hybrid score interval for p1 - p2 (his method 10: from the two Wilson
+    intervals), which unlike a bootstrap keeps its width when a share is 0 or 1."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + level / 2))
+    if n1 == 0 or n2 == 0:
+        return np.nan, np.nan
+    p1, p2 = k1 / n1, k2 / n2
+    (l1, u1), (l2, u2) = _wilson(k1, n1, z), _wilson(k2, n2, z)
+    d = p1 - p2
+    return d - np.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + np.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+
+
+def mean_difference_test(x, y, *, boot: int = 4000, level: float = 0.95, rng=None) -> dict:
+    """mean(x) - mean(y) with a percentile bootstrap interval (each group resampled on its own)
+    and a one-sided permutation p-value for x above y: (1 + #{permuted difference >= observed})
+    / (1 + boot)."""
+    rng = np.random.default_rng(rng)
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    if len(x) == 0 or len(y) == 0:
+        return {"difference": np.nan, "low": np.nan, "high": np.nan, "p": np.nan}
+    d = x.mean() - y.mean()
+    bx = x[rng.integers(len(x), size=(boot, len(x)))].mean(1)
+    by = y[rng.integers(len(y), size=(boot, len(y)))].mean(1)
+    lo, hi = np.quantile(bx - by, [0.5 - level / 2, 0.5 + level / 2])
+    both = np.concatenate([x, y])
+    perm = np.argsort(rng.random((boot, len(both))), axis=1)
+    px = both[perm[:, :len(x)]].mean(1)
+    py = both[perm[:, len(x):]].mean(1)
+    p = (1 + np.sum(px - py >= d - 1e-12)) / (1 + boot)
+    return {"difference": float(d), "low": float(lo), "high": float(hi), "p": float(p)}
+
+
+NULL_STATISTICS = {
+    "crossing share": "share of chains that crossed upward, among those that started at or below the baseline",
+    "share above after start": "mean over chains of the share of records after the start above the baseline",
+    "mean after start": "mean over chains of the mean basin score after the start",
+    "share above late": "mean over chains of the share of records in the second half above the baseline",
+}
+
+
+def null_comparison(topic: pd.DataFrame, null: pd.DataFrame, *, alpha: float = 0.05, boot: int = 4000,
+                    rng=None) -> pd.DataFrame:
+    """Does the basin label recur more in topic-seeded chains than in null chains?
+
+    ``topic`` and ``null`` hold one row per chain with the columns of :func:`recurrence`. One row
+    per statistic of :data:`NULL_STATISTICS`, with the topic and null values, their difference,
+    a 95% interval for it, a one-sided p-value for "topic above null", and ``exceeds`` (p below
+    ``alpha``).
+
+    The crossing share counts only chains that started at or below the baseline, in both groups:
+    a chain that starts above can cross only by falling back first, so leaving such chains in
+    would favour whichever group starts low (topic seeds start far below the basin label). It
+    is tested with Fisher's exact test, its interval is Newcombe's. The three time averages are
+    compared as means over chains, with a bootstrap interval and a permutation test."""
+    from scipy.stats import fisher_exact
+
+    rng = np.random.default_rng(rng)
+    rows = []
+    t, u = topic[~topic.starts_above.astype(bool)], null[~null.starts_above.astype(bool)]
+    k1, n1, k2, n2 = int(t.crossed_up.sum()), len(t), int(u.crossed_up.sum()), len(u)
+    if n1 and n2:
+        p = float(fisher_exact([[k1, n1 - k1], [k2, n2 - k2]], alternative="greater")[1])
+        lo, hi = share_difference_interval(k1, n1, k2, n2)
+        rows.append({"statistic": "crossing share", "topic": k1 / n1, "null": k2 / n2, "difference": k1 / n1 - k2 / n2,
+                     "low": lo, "high": hi, "test": "Fisher exact, one-sided", "p": p})
+    else:
+        rows.append({"statistic": "crossing share", "topic": k1 / n1 if n1 else np.nan,
+                     "null": k2 / n2 if n2 else np.nan, "difference": np.nan, "low": np.nan, "high": np.nan,
+                     "test": "Fisher exact, one-sided", "p": np.nan})
+    rows[-1].update({"n topic": n1, "n null": n2, "count topic": k1, "count null": k2})
+    for stat in list(NULL_STATISTICS)[1:]:
+        x, y = topic[stat].to_numpy(float), null[stat].to_numpy(float)
+        res = mean_difference_test(x, y, boot=boot, rng=rng)
+        rows.append({"statistic": stat, "topic": np.nanmean(x) if np.isfinite(x).any() else np.nan,
+                     "null": np.nanmean(y) if np.isfinite(y).any() else np.nan, **res,
+                     "test": "permutation, one-sided", "n topic": int(np.isfinite(x).sum()),
+                     "n null": int(np.isfinite(y).sum()), "count topic": np.nan, "count null": np.nan})
+    out = pd.DataFrame(rows)
+    out["exceeds"] = out.p < alpha
+    return out[["statistic", "n topic", "n null", "count topic", "count null", "topic", "null", "difference", "low",
+                "high", "test", "p", "exceeds"]]

@@ -108,8 +108,12 @@ def test_resume_after_kill_equals_uninterrupted_run(full_scorer, tmp_path):
     resumed = chain.run(full_scorer, init, spec, seed=7, out_dir=tmp_path)
     for field in ("steps", "states", "gaps", "sites"):
         assert np.array_equal(getattr(whole, field), getattr(resumed, field)), field
-    with pytest.raises(ValueError, match="other parameters"):
-        chain.run(full_scorer, init, ChainSpec(temperature=2.0, steps=50), seed=7, out_dir=tmp_path)
+    # other parameters are not resumed: that run is moved aside and these chains start afresh
+    other = ChainSpec(temperature=2.0, steps=50)
+    fresh = chain.run(full_scorer, init, other, seed=7)
+    aside = chain.run(full_scorer, init, other, seed=7, out_dir=tmp_path)
+    assert np.array_equal(aside.states, fresh.states)
+    assert len(list(tmp_path.parent.glob(f"{tmp_path.name}.old-*"))) == 1
 
 
 @pytest.mark.parametrize("spec, n, why", [

@@ -12,7 +12,8 @@ repeatable and the draws do not depend on the device the model runs on.
 Long runs write their records in chunks under ``out_dir`` and a checkpoint (states,
 generator state, step, what the chains know about their current states) after each chunk;
 a killed run resumes from the last checkpoint and ends with exactly the records of an
-uninterrupted run.
+uninterrupted run. Only a run of the same parameters, seed, model and starts resumes; another one
+found there is moved aside (``<out_dir>.old-<fingerprint>``, one kept) and the chains start afresh.
 
 Engine modes (``ChainSpec.mode``). The conditional pi_i(. | x_{-i}) does not depend on x_i,
 so while a chain's state stays the same, every conditional computed for it stays valid, and
@@ -74,6 +75,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Protocol
@@ -1063,6 +1065,46 @@ def _save_atomic(obj, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def _saved_run(folder: Path) -> dict | None:
+    ckpt = Path(folder) / "checkpoint.pt"
+    return torch.load(ckpt, weights_only=False) if ckpt.is_file() else None
+
+
+def _resume_or_set_aside(out_dir: Path, wanted: tuple[str, ...]) -> dict | None:
+    """The checkpoint to resume in ``out_dir`` if it is of this run (its fingerprint one of
+    ``wanted``), else None, with ``out_dir`` ready for a fresh start.
+
+    A run of other parameters, seed, model or starts is not resumed and not deleted: it is moved
+    aside to ``<out_dir>.old-<its fingerprint>`` beside ``out_dir`` (one such folder is kept: the
+    one moved before goes), and one line says so. A run moved aside earlier whose fingerprint is
+    wanted comes back and resumes, so going back to the parameters of the run before costs
+    nothing. Chunks without a checkpoint (a run killed before its first) are dropped."""
+    here = _saved_run(out_dir)
+    if here is not None and here["fingerprint"] in wanted:
+        return here
+    aside = sorted(out_dir.parent.glob(f"{out_dir.name}.old-*")) if out_dir.parent.is_dir() else []
+    back = next((p for p in aside if p.is_dir() and (_saved_run(p) or {}).get("fingerprint") in wanted), None)
+    said = []
+    if here is not None:
+        for old in aside:
+            if old != back:
+                shutil.rmtree(old) if old.is_dir() else old.unlink()
+        moved = out_dir.with_name(f"{out_dir.name}.old-{here['fingerprint'][:12]}")
+        os.replace(out_dir, moved)
+        said.append(f"{out_dir} held a run with other parameters, seed, model or starts (stopped at step "
+                    f"{here['step']}); it is moved to {moved.name}")
+    elif back is not None and out_dir.exists():
+        shutil.rmtree(out_dir)
+    if back is not None:
+        os.replace(back, out_dir)
+        said.append(f"resuming the run of these parameters moved aside before ({back.name})")
+    elif said:
+        said.append("these chains start afresh")
+    if said:
+        print("; ".join(said), flush=True)
+    return _saved_run(out_dir) if back is not None else None
+
+
 def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_dir: str | Path | None = None,
         model_id: str = "", progress: bool = False,
         on_checkpoint: Callable[[int], None] | None = None, max_rows: int | None = None) -> ChainRun:
@@ -1092,16 +1134,14 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
     policy = policy_for(spec.mode)
     if out_dir is not None:
         out_dir = Path(out_dir)
+        legacy = _fingerprint(scorer, init, spec, seed, model_id, legacy=True)
+        saved = _resume_or_set_aside(out_dir, (fp, legacy))
         out_dir.mkdir(parents=True, exist_ok=True)
         ckpt = out_dir / "checkpoint.pt"
-        if ckpt.exists():
-            saved = torch.load(ckpt, weights_only=False)
-            if saved["fingerprint"] == _fingerprint(scorer, init, spec, seed, model_id, legacy=True):
+        if saved is not None:
+            if saved["fingerprint"] == legacy:
                 spec, fp = dataclasses.replace(spec, mode="plain"), saved["fingerprint"]
                 policy = policy_for("plain")
-            elif saved["fingerprint"] != fp:
-                raise ValueError(f"{out_dir} holds a run with other parameters, seed, model or starts; "
-                                 f"use another folder or delete it")
             states, done, chunks = saved["states"], saved["step"], saved["chunks"]
             gen.set_state(saved["generator"])
             if "cache" in saved:

@@ -248,7 +248,8 @@ class FakePapermill:
             raise KeyboardInterrupt(f"killed during {chapter}")
         upstream = (self.results / PROFILE / "a" / "table.parquet").read_text() if chapter == "b" else ""
         (folder / "table.parquet").write_text(f"n={parameters['n']} {upstream}")
-        (folder / "manifest.json").write_text(json.dumps({"created": str(len(self.ran)), "parameters": parameters}))
+        (folder / "manifest.json").write_text(json.dumps({"created": str(len(self.ran)), "parameters": parameters,
+                                                          "tables": ["table"]}))
 
 
 @pytest.fixture

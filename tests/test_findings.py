@@ -18,6 +18,16 @@ def manifest(folder, parameters, models, commit="abc1234def", created="2026-11-2
                                                       "parameters": parameters, "models": models}))
 
 
+def listed(r):
+    """Each manifest lists the tables beside it, as a chapter's run lists those it wrote (the page
+    reads no other)."""
+    for m in (r / PROFILE).glob("*/manifest.json"):
+        record = json.loads(m.read_text())
+        record["tables"] = sorted(p.stem for p in m.parent.glob("*.parquet"))
+        m.write_text(json.dumps(record))
+    return r
+
+
 @pytest.fixture
 def root(tmp_path):
     r = tmp_path / "results"
@@ -66,7 +76,7 @@ def root(tmp_path):
     results.write_table(pd.DataFrame({"model": "m-one", "temperature": [0.5, 1.0, 2.0], "exact t_mix": [100.0, 20.0, 10.0],
                                       "coupling estimate": [30.0, 15.0, 12.0], "hitting time (median)": [50.0, np.nan, 20.0],
                                       "contraction bound": [np.inf, np.inf, 40.0]}), g, "ground_truth")
-    return r
+    return listed(r)
 
 
 def cells(f):
@@ -110,6 +120,7 @@ def test_headlines_are_read_from_the_results(root):
     results.write_table(pd.DataFrame({"exact inside CI": [True, False, True], "jumps": [150, 200, 0],
                                       "steps simulated": [1000, 2000, 4000]}), root / PROFILE / "ground_truth",
                         "holding_times")
+    listed(root)
     g = {r["chapter"]: r["this run"] for r in findings.collect(root, PROFILE).rows}["ground_truth"]
     assert "over 7,000 chain-steps" in g and "interval in 2 of 3 traps (1 of them with no chain leaving" in g
     assert c["cost"] == "No benchmark has been run for this build."

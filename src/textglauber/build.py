@@ -270,7 +270,8 @@ def execute_front(profile: str, staged: Path, results_root: Path) -> None:
     partial = staged / "book" / ".00_findings.partial.ipynb"
     print(f"[{profile}] executing {FRONT} ...", flush=True)
     pm.execute_notebook(str(repo_root() / FRONT), str(partial), cwd=str(repo_root() / "book"), kernel_name="python3",
-                        parameters={"profile": profile, "results_root": str(results_root)}, progress_bar=False,
+                        parameters={"profile": profile, "results_root": str(results_root),
+                                    "stamps": str(cache.stamps_dir(staged))}, progress_bar=False,
                         log_output=False)
     tidy_executed(partial, output_path=staged / FRONT)
     os.replace(partial, staged / FRONT)
@@ -338,6 +339,7 @@ def check_site(html_dir: Path, chapters: dict) -> list[str]:
     return problems
 
 
+@cache.holding_locks              # the locks main takes go when it returns or raises (SIGTERM included)
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m textglauber.build", description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="smoke")
@@ -357,13 +359,16 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in chapters if c not in spec["chapters"]]
     if unknown:
         raise SystemExit(f"unknown chapter(s) {unknown}; profile {a.profile!r} has {list(spec['chapters'])}")
+    staging, results_root = Path(a.build_dir) / a.profile, Path(a.results).resolve()
+    cache.check_writable(cache.written_folders(staging, results_root, a.profile, [] if a.no_execute else chapters))
+    cache.lock_build(cache.lock_paths(staging, results_root, a.profile), f"profile {a.profile!r}")  # until main ends
     staged = stage(a.profile, Path(a.build_dir))
     if a.no_execute:                   # pages from the notebooks the chapters last executed
         for ch in chapters:
             if cache.executed_notebook(staged, ch).is_file():
                 render(staged, ch, spec["chapters"][ch]["notebook"])
     else:
-        build_artifacts(spec.get("artifacts", []), Path(a.results).resolve())
+        build_artifacts(cache.artifacts_needed(spec, chapters), Path(a.results).resolve())
         preflight(a.profile, chapters)
         forced = "--force" if a.force else "named with --chapter" if a.chapter else None
         run_chapters(a.profile, spec, chapters, staged, Path(a.results).resolve(), forced)

@@ -55,14 +55,50 @@ def _name(name) -> str:
     return f'<span style="white-space:nowrap">{_e(name)}</span>'
 
 
+_not_run: set[Path] = set()         # chapter folders :func:`collect` found no finished run in
+
+
 def _manifest(folder: Path) -> dict | None:
+    """A chapter's manifest, or None where it has none or its last run did not finish."""
     p = folder / "manifest.json"
-    return json.loads(p.read_text()) if p.exists() else None
+    if Path(folder).resolve() in _not_run or not p.exists():
+        return None
+    try:
+        return json.loads(p.read_text())
+    except ValueError:
+        return None
 
 
 def _table(folder: Path, name: str) -> pd.DataFrame | None:
+    """One of a chapter's tables, or None where its manifest does not list it: a table that the
+    chapter's last finished run did not write is no result of it, whatever the folder holds."""
+    m = _manifest(folder)
     p = folder / f"{name}.parquet"
-    return pd.read_parquet(p) if p.exists() else None
+    if m is None or name not in (m.get("tables") or []) or not p.exists():
+        return None
+    return pd.read_parquet(p)
+
+
+def finished(folder: Path, stamp: Path | None) -> bool:
+    """Whether ``folder`` holds the results of a chapter's finished run. With the build's ``stamp``
+    (``stamps`` given to :func:`collect`), there must be one, and where the run wrote results its
+    manifest must be the one the stamp recorded; without stamps, a folder holding files needs a
+    manifest (it is written last). A chapter that writes no folder of its own (the cost appendix
+    reads ``results/bench``) needs only its stamp."""
+    folder = Path(folder)
+    has_files = folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))
+    manifest = folder / "manifest.json"
+    if stamp is None:
+        return not has_files or manifest.is_file()
+    from . import buildcache
+
+    record = buildcache.read_stamp(stamp)
+    if record is None:
+        return False
+    recorded = record.get("outputs", {}).get("results", {})
+    if not recorded and not has_files:
+        return True
+    return manifest.is_file() and recorded.get("manifest.json") == buildcache.file_digest(manifest)
 
 
 def title(notebook: str) -> str:
@@ -310,12 +346,27 @@ HEADLINES = {"incompatibility": (incompatibility, incompatibility_preprint),
 
 
 # --------------------------------------------------------------------------- the whole page
-def collect(results_root: str | Path, profile: str) -> Findings:
-    """The findings of ``profile`` from ``results_root`` (``results/`` of the build)."""
+def collect(results_root: str | Path, profile: str, stamps: str | Path | None = None) -> Findings:
+    """The findings of ``profile`` from ``results_root`` (``results/`` of the build). ``stamps``:
+    the build's stamps folder (``<build>/<profile>/_build/stamps``, which the build passes); a
+    chapter without a stamp there, or whose manifest is not the one its stamp recorded, is shown as
+    not run, and no other chapter's line reads its results. Without it, a chapter folder that holds
+    files but no manifest (a run that did not finish) is shown as not run."""
+    spec = P.load_profile(profile)
+    root = Path(results_root)
+    not_run = {(root / profile / name).resolve() for name in spec["chapters"]
+               if not finished(root / profile / name,
+                               None if stamps is None else Path(stamps) / f"{name}.json")}
+    _not_run.update(not_run)
+    try:
+        return _collect(root, profile, spec)
+    finally:
+        _not_run.difference_update(not_run)
+
+
+def _collect(root: Path, profile: str, spec: dict) -> Findings:
     from .results import git_commit
 
-    root = Path(results_root)
-    spec = P.load_profile(profile)
     chapters = sorted(spec["chapters"].items(), key=lambda kv: kv[1]["notebook"])
     models, commits, dirty, times, rows = [], {}, [], [], []
     for name, ch in chapters:
@@ -333,7 +384,7 @@ def collect(results_root: str | Path, profile: str) -> Findings:
             if m.get("created"):
                 times.append(m["created"])
         this, theirs = HEADLINES.get(name, (lambda *a: "", lambda: ""))
-        found = this(folder, root, profile)
+        found = "" if folder.resolve() in _not_run else this(folder, root, profile)
         rows.append({"chapter": name, "page": Path(ch["notebook"]).with_suffix(".html").name, "title": title(ch["notebook"]),
                      "this run": found or "Not run in this build.", "preprint": theirs() or "-"})
     ran = None

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
+import shutil
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -24,9 +26,30 @@ def repo_root() -> Path:
     return Path.cwd()
 
 
+RESUMABLE = ("chains",)        # folders a chapter resumes from (chain.run's chunks and checkpoint)
+
+
+def resumable(name: str) -> bool:
+    """Whether an entry of a chapter's results folder is kept from one run to the next: a resumable
+    folder, or the one earlier run of it that :func:`textglauber.chain.run` moved aside."""
+    return any(name == r or name.startswith(f"{r}.old-") for r in RESUMABLE)
+
+
 def chapter_dir(results_root: str | Path, profile: str, chapter: str) -> Path:
+    """The chapter's results folder, emptied of everything an earlier run wrote except what it
+    resumes from (:data:`RESUMABLE`). Every chapter calls this first, so its folder holds exactly
+    what its last run wrote: a table that this run does not write (traps found at one temperature
+    and none at another) is gone, inside the build or in a papermill run outside it. Until the
+    run writes its manifest (last), the folder has none, and nothing takes it for finished."""
     d = Path(results_root) / profile / chapter
     d.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(d.iterdir(), key=lambda e: (e.name != "manifest.json", e.name)):   # the manifest first
+        if resumable(entry.name):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
     return d
 
 
@@ -62,8 +85,20 @@ def write_manifest(folder: str | Path, *, parameters: dict, models: list[dict], 
                 "git": git_commit(), "parameters": parameters, "models": models, "seed": seed,
                 "tables": tables, "versions": versions(), "notes": notes or [], **(extra or {})}
     path = folder / name
-    path.write_text(json.dumps(manifest, indent=2, default=str))
+    tmp = folder / f".{name}.tmp"            # whole or not at all: the manifest is what says a run finished
+    tmp.write_text(json.dumps(manifest, indent=2, default=str))
+    os.replace(tmp, path)
     return path
+
+
+def listed_tables(folder: str | Path) -> list[str] | None:
+    """The tables a chapter's manifest lists (its run wrote them), or None without a readable
+    manifest. A table in the folder that the manifest does not list is no result of that run."""
+    try:
+        tables = json.loads((Path(folder) / "manifest.json").read_text()).get("tables")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [str(t) for t in tables] if isinstance(tables, list) else []
 
 
 def write_table(df: pd.DataFrame, folder: str | Path, name: str) -> Path:

@@ -26,10 +26,10 @@ from . import growth
 from .semantics import censored_median
 
 
-LAW_CAVEAT = ("Each growth law is fitted over one range of lengths, so the exponent p describes how the times grow "
-              "there, not as n goes to infinity; a law is named only where it beats the other laws with a free offset "
-              "and the design check shows that the rule gives that verdict reliably at this design, and 'cannot tell' "
-              "otherwise.")
+def law_caveat(lengths) -> str:
+    """The fit caveat the chapter and the findings page both show (growth.caveat, as a sentence)."""
+    text = growth.caveat(lengths)
+    return text[0].upper() + text[1:] + "."
 
 
 def budgets(lengths, sweeps: float) -> dict[int, int]:
@@ -91,7 +91,12 @@ def threshold_trend(boundary: list[tuple[int, float]]) -> str:
         return "rises beyond the grid"
     if np.isinf(first):
         return "falls from beyond the grid"
-    return "rises" if last > first else ("stays the same" if last == first else "falls")
+    trend = "rises" if last > first else ("stays the same" if last == first else "falls")
+    ts = [t for _, t in boundary]
+    steps = np.diff(ts)
+    if (steps > 0).any() and (steps < 0).any():
+        trend += " (not monotonically: " + ", ".join(f"{t:g}" for t in ts) + ")"
+    return trend
 
 
 def boundary_sentence(boundary, kappa: float) -> str:
@@ -202,6 +207,19 @@ def coupling_law_paragraph(comps: dict, check, lengths, pairs: int) -> str:
     return text + " " + power_sentence(check, span, pairs)
 
 
+def range_sentence(needed: pd.DataFrame, per_cell: int) -> str:
+    """From growth.needed_range: the narrowest range of lengths that tells n from n log n with this
+    many chains or pairs per length, or that none of those tried does."""
+    ok = needed[needed["tells them apart"]]
+    tried = ", ".join(f"{f:g}" for f in needed.factor)
+    if not len(ok):
+        return (f"With {per_cell} per length, none of the ranges tried (factors {tried} from the shortest length, five "
+                "lengths each) tells a true n from a true n log n law reliably; more chains per length are needed as well.")
+    r = ok.iloc[0]
+    return (f"With {per_cell} per length, the narrowest range tried that tells a true n from a true n log n law reliably "
+            f"is a factor of {r.factor:g} (lengths {', '.join(map(str, r.lengths))}).")
+
+
 def power_sentence(check: pd.DataFrame, span: str, per_cell: int) -> str:
     """The design's power to tell n from n log n, read off its design check: how often a true n and
     a true n log n law are named right, and whether either is ever named for the other."""
@@ -256,6 +274,14 @@ def tstar_line(bounds_dir, model: str, boundary, kappa: float) -> str:
     return tstar_sentence(tstar_comparison(float(mine.t_star.iloc[0]), bounds_n, boundary), model, kappa)
 
 
+def best_curve(c, grid) -> np.ndarray | None:
+    """The fitted curve of the comparison's best law in its better form (a f(n) + b), or None."""
+    row = next((m for m in c.models if m.get("model") == c.best_model), None) if c.best_model else None
+    if row is None or row.get("law") not in growth.LAWS:
+        return None
+    return row["a"] * growth.LAWS[row["law"]](np.asarray(grid, float)) + (row.get("b") or 0.0)
+
+
 def plot_medians(ax, comps: dict, ylabel: str) -> None:
     """Per temperature: the cell medians with bootstrap intervals against n (log-log), and the
     curve of the model the rule found best where it has one."""
@@ -265,7 +291,7 @@ def plot_medians(ax, comps: dict, ylabel: str) -> None:
         yerr = np.clip([g["median"][ok] - g.ci_low[ok], g.ci_high[ok] - g["median"][ok]], 0, None)
         line = ax.errorbar(g.n[ok], g["median"][ok], yerr=yerr, marker="o", capsize=3, label=f"T = {T:g}")
         grid = np.linspace(g.n.min(), g.n.max(), 50)
-        fit = c.curve(grid) if hasattr(c, "curve") else None
+        fit = best_curve(c, grid)
         if fit is not None:
             ax.plot(grid, fit, ls=":", color=line[0].get_color())
     ax.set_xscale("log"); ax.set_yscale("log")

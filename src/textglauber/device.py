@@ -1,7 +1,8 @@
 """The one place where device and dtype are decided.
 
-Model weights may be bf16 on a GPU; every score, softmax and log-probability the
-library computes is float32 (``SCORE_DTYPE``).
+Model weights may be bf16 on a GPU; every score the library computes is float32
+(``SCORE_DTYPE``) or wider, and the conditionals that chains sample from are float64 in every
+engine mode (``chain._cdf``, the jump and coupling tables, the exact kernels).
 """
 from __future__ import annotations
 

@@ -297,7 +297,7 @@ def basin_chains(spec: dict, score, labels: list[str], seed_topics: list[str], *
     from .chain import ChainSpec, run
 
     lm, scorer = models.open_mlm(spec, device=device, dtype=dtype)
-    ids, seed_topic, _ = seed_states(lm.tokenizer, seed_topics, seeds_per_topic, seq_len)
+    ids, seed_topic, _ = seed_states(lm.tokenizer, seed_topics, seeds_per_topic, seq_len, vocab=scorer.vocab)
     init = ids.repeat_interleave(chains_per_seed, 0)
     kind = ["topic"] * len(init)
     topic = [seed_topic[b // chains_per_seed] for b in range(len(init))]

@@ -91,3 +91,66 @@ def test_executed_notebooks_show_paths_relative_to_the_repository(tmp_path):
     assert back.cells[1].outputs[1].data["text/html"] == "<p>.</p>" and back.cells[1].outputs[1].data["image/png"] == "iVBOR"
     assert back.metadata.papermill.output_path == "_build/smoke/book/x.ipynb"
     assert back.metadata.papermill.parameters.results_root == "results"
+
+
+def _prose(path):
+    """A page's text with runs of whitespace made single spaces: a Markdown file, or the cells of
+    a notebook (markdown and code, where sentences are written too)."""
+    import re
+
+    path = Path(path)
+    text = path.read_text()
+    if path.suffix == ".ipynb":
+        text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"])
+    return re.sub(r"\s+", " ", text)
+
+
+def _sentences(text):
+    import re
+
+    return re.split(r"(?<=[.;:!?])\s+(?=[A-Z(`$*\[])", text)
+
+
+def test_no_page_calls_the_drift_a_certificate_of_slow_escape():
+    """A positive drift at the one level N = k makes a step up likelier than a step down there and
+    no more; exponentially slow escape needs drift against escape across many levels. Every
+    sentence that speaks of the drift and of certifying says that it does not certify (the
+    margin bound is the theorem)."""
+    pages = [*(ROOT / "book").glob("*.md"), *(ROOT / "book").glob("*.ipynb"), ROOT / "README.md",
+             ROOT / "src" / "textglauber" / "findings.py"]
+    wrong = [(p.name, s) for p in pages for s in _sentences(_prose(p))
+             if "drift" in s.lower() and "certif" in s.lower() and " not" not in s.lower()]
+    assert not wrong, wrong
+
+
+def test_the_incompatibility_chapter_names_the_tests_that_check_the_scorer():
+    """A compatible control gives R = 0 for any joint, so it cannot check the masked-LM scorer (mask
+    offset, pruned last layer) or the causal LM; the chapter says so and names the tests that
+    compare them with direct model calls, each of which must exist."""
+    import re
+
+    text = _prose(ROOT / "book" / "01_incompatibility.ipynb")
+    assert "What the control checks, and what it cannot" in text
+    named = set(re.findall(r"`(test_\w+)`", text))
+    assert {"test_scorer_matches_direct_masked_call", "test_last_layer_on_masked_rows_equals_the_full_encoder",
+            "test_causal_logprob_matches_token_by_token"} <= named
+    defined = {m for f in (ROOT / "tests").glob("test_*.py") for m in re.findall(r"^def (test_\w+)", f.read_text(), re.M)}
+    assert named <= defined, named - defined
+
+
+def test_the_traps_chapter_counts_vacuous_bounds_over_perfect_traps_and_says_what_the_plot_compares():
+    text = _prose(ROOT / "book" / "05_traps.ipynb")
+    assert 'int((cat["predicted escape time (steps)"] < 1).sum())' not in text   # every trap, approximate ones at 0
+    assert "traps.vacuous(cat)" in text and "perfect traps where the bound is vacuous" in text
+    assert "holding time of one state" in text and "present at step 0" in text and "censored" in text
+
+
+def test_the_cost_appendix_no_longer_asks_2x_where_most_steps_change_nothing():
+    """Retired: on a CPU the rows memo must score there (one per distinct (state, site) pair the
+    chains visit) can cap auto below 2x; the appendix states that ceiling instead."""
+    import re
+
+    text = _prose(ROOT / "book" / "90_cost.ipynb")
+    targets = re.search(r"The engine's targets are(.*?)\. [A-Z]", text).group(1)
+    assert "twice" not in targets and "0.9 or more" not in targets and "20 times" in targets
+    assert "A retired target." in text and "bench.row_bounds(m)" in text

@@ -1,5 +1,6 @@
 """Trap detection on planted trajectories, and trap classification by score margins."""
 import numpy as np
+import pandas as pd
 import torch
 
 from textglauber import chain, exact, margins, traps, vocabulary
@@ -170,3 +171,52 @@ def test_a_stay_shorter_than_the_window_is_not_a_trap():
     c = traps.consecutive_drift(emb[:, None, :])[:, 0]
     assert traps.detect(np.arange(1001), c, window=100, threshold=0.5) == []
     assert traps.detect(np.arange(1001), c, window=50, threshold=0.5) == [(400, 459)]
+
+
+def test_the_catalogue_flags_traps_cut_by_the_run_at_either_end(small_scorer):
+    """A stay that began before the first record, or outlasts the last, is cut by the run: its
+    duration is a lower bound. Chain 0 is trapped from step 0, chain 1 until the last record."""
+    states = exact.enumerate_states(small_scorer.vocab.ids.numpy(), 3)
+    rng = np.random.default_rng(7)
+    index = rng.integers(0, 27, size=(600, 2))
+    for r in range(1, 600):                        # moves always change the state
+        for b in range(2):
+            while index[r, b] == index[r - 1, b]:
+                index[r, b] = rng.integers(0, 27)
+    index[:250, 0] = 4
+    index[350:, 1] = 9
+    run = ChainRun(steps=np.arange(600), states=states[index], gaps=None, sites=None,
+                   spec=ChainSpec(temperature=0.5, steps=599), seed=0)
+    cat = traps.catalogue(run, np.eye(27)[index], small_scorer, window=100, threshold=0.12).set_index("chain")
+    assert (cat.loc[0, "start"], cat.loc[0, "end"]) == (0, 249) and (cat.loc[1, "start"], cat.loc[1, "end"]) == (350, 599)
+    assert cat["present at step 0"].tolist() == [True, False]
+    assert cat["censored"].tolist() == [False, True]
+
+
+def test_only_perfect_traps_count_where_the_margin_bound_is_vacuous():
+    """An approximate trap has no margin, so no bound to be vacuous: catalogues written before its
+    predicted escape time was left empty hold 0 there, which read as 'below one step'."""
+    old = pd.DataFrame({"type": ["perfect", "perfect", "approximate", "approximate"],
+                        "predicted escape time (steps)": [0.02, 40.0, 0.0, 0.0]})
+    assert traps.vacuous(old) == (1, 2)
+    assert traps.vacuous(old.assign(**{"predicted escape time (steps)": [0.02, 40.0, np.nan, np.nan]})) == (1, 2)
+    assert traps.vacuous(old[old.type == "approximate"]) == (0, 0)
+    assert traps.vacuous(old.iloc[:0]) == (0, 0)
+
+
+def test_an_approximate_trap_has_no_bound(small_scorer):
+    """No margin, no predicted escape time: NaN, not 0 (which would read as a vacuous bound)."""
+    states = exact.enumerate_states(small_scorer.vocab.ids.numpy(), 3)
+    gaps = margins.score_gaps(small_scorer, torch.as_tensor(states))
+    other = int(np.flatnonzero((gaps <= 0).any(1))[0])
+    rng = np.random.default_rng(8)
+    index = rng.integers(0, 27, size=(500, 1))
+    for r in range(1, 500):
+        while index[r, 0] == index[r - 1, 0]:
+            index[r, 0] = rng.integers(0, 27)
+    index[100:400, 0] = other
+    run = ChainRun(steps=np.arange(500), states=states[index], gaps=None, sites=None,
+                   spec=ChainSpec(temperature=0.5, steps=499), seed=0)
+    cat = traps.catalogue(run, np.eye(27)[index], small_scorer, window=100, threshold=0.12)
+    assert cat.type.tolist() == ["approximate"]
+    assert cat[["escape bound per step", "predicted escape time (steps)"]].isna().all(axis=None)

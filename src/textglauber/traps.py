@@ -24,12 +24,19 @@ steps therefore finds the same traps up to the r-step resolution and these estim
 tests check this on one chain recorded both ways).
 
 Each trap has a start, an end, a duration and a representative state (the most frequent
-recorded state inside it). The representative state's per-position score gaps
-g_i = s_i(x_i) - max_{a != x_i} s_i(a) classify it: *perfect* when every g_i > 0 (the margin
-assumption of the bounds chapter holds, with Delta = min g_i), *approximate* otherwise (some
-site is not the model's argmax, yet the chain stays). For a perfect trap the margin bound gives
-a predicted mean escape time of at least 1 / ((|A| - 1) e^{-Delta/T}) steps, which is below one
-step (vacuous) whenever (|A| - 1) e^{-Delta/T} >= 1.
+recorded state inside it). Two flags say where a duration is cut by the run rather than by the
+chain: ``censored`` (still trapped at the last record, so the duration is a lower bound) and
+``present at step 0`` (trapped from the first record: the chain may have been seeded in it,
+and the time before the run is not counted either). The representative state's per-position
+score gaps g_i = s_i(x_i) - max_{a != x_i} s_i(a) classify it: *perfect* when every g_i > 0
+(the margin assumption of the bounds chapter holds, with Delta = min g_i), *approximate*
+otherwise (some site is not the model's argmax, yet the chain stays). For a perfect trap the
+margin bound gives a predicted mean escape time of at least 1 / ((|A| - 1) e^{-Delta/T})
+steps, which is below one step (vacuous) whenever (|A| - 1) e^{-Delta/T} >= 1 (:func:`vacuous`
+counts those); an approximate trap has no margin and no bound (NaN in both columns). The
+margins are read at the representative state alone, so the bound is on the chain's holding time
+in that one state; the trap's duration is its stay in a basin of near-copies (the drift stays
+low while it moves among them), so the two do not time the same exit.
 """
 from __future__ import annotations
 
@@ -40,11 +47,11 @@ import pandas as pd
 
 from . import margins, vocabulary
 
-COLUMNS = ["chain", "start", "end", "duration", "censored", "state", "share of records", "text", "mean gap",
-           "min gap", "all argmax", "type", "escape bound per step", "predicted escape time (steps)"]
-_EMPTY_DTYPES = {"chain": int, "start": int, "end": int, "duration": int, "censored": bool, "share of records": float,
-                 "mean gap": float, "min gap": float, "all argmax": bool, "escape bound per step": float,
-                 "predicted escape time (steps)": float}
+COLUMNS = ["chain", "start", "end", "duration", "censored", "present at step 0", "state", "share of records", "text",
+           "mean gap", "min gap", "all argmax", "type", "escape bound per step", "predicted escape time (steps)"]
+_EMPTY_DTYPES = {"chain": int, "start": int, "end": int, "duration": int, "censored": bool, "present at step 0": bool,
+                 "share of records": float, "mean gap": float, "min gap": float, "all argmax": bool,
+                 "escape bound per step": float, "predicted escape time (steps)": float}
 
 
 def consecutive_drift(emb: np.ndarray) -> np.ndarray:
@@ -124,14 +131,27 @@ def catalogue(run, emb_states: np.ndarray, scorer, *, window: int, threshold: fl
             gaps = margins.score_gaps(scorer, np.array([rep]))[0]
             delta = float(gaps.min())
             perfect = bool((gaps > 0).all())
-            esc = margins.escape_bound(delta, a_size, T) if perfect else np.inf
+            esc = margins.escape_bound(delta, a_size, T) if perfect else np.nan     # no margin, no bound
             rows.append({"chain": b, "start": start, "end": end, "duration": end - start,
                          "censored": bool(end >= run.steps[-1]),      # still trapped when the run ended
+                         "present at step 0": bool(start <= run.steps[0]),   # trapped from the first record
                          "state": list(rep), "share of records": hits / int(inside.sum()),
                          "text": vocabulary.decode(tokenizer, rep) if tokenizer is not None else "",
                          "mean gap": float(gaps.mean()), "min gap": delta, "all argmax": perfect,
                          "type": "perfect" if perfect else "approximate",
                          "escape bound per step": esc,
-                         "predicted escape time (steps)": (1.0 / esc) if perfect else 0.0})
+                         "predicted escape time (steps)": (1.0 / esc) if perfect else np.nan})
     out = pd.DataFrame(rows, columns=COLUMNS)
     return out if rows else out.astype(_EMPTY_DTYPES)
+
+
+def vacuous(cat: pd.DataFrame) -> tuple[int, int]:
+    """(perfect traps whose margin bound guarantees an escape time below one step, perfect traps).
+
+    Only a perfect trap has a margin, so only a perfect trap has a bound to be vacuous; an
+    approximate trap is counted in neither number (catalogues written before its predicted
+    escape time was left empty hold 0 there, which must not read as a vacuous bound)."""
+    if not len(cat):
+        return 0, 0
+    perfect = cat[cat["type"] == "perfect"]
+    return int((perfect["predicted escape time (steps)"] < 1).sum()), len(perfect)

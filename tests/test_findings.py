@@ -42,19 +42,21 @@ def root(tmp_path):
         "Spearman(R, influence)": 0.5}), inc, "summary")
     # bounds: T* of 5 for m-one
     b = base / "bounds"
-    manifest(b, {"profile": PROFILE}, [{"name": "m-one"}], created="2026-11-20T11:30:00+00:00")
+    manifest(b, {"profile": PROFILE, "seq_len": 4}, [{"name": "m-one"}], created="2026-11-20T11:30:00+00:00")
     results.write_table(pd.DataFrame({"temperature": [1.0, 2.0], "alpha (lower bound)": [2.0, 1.2], "model": "m-one",
                                       "t_star": 5.0}), b, "alpha")
     # crossover: at n = 4 pairs couple at T = 1 and 2 (not 0.5): fast from T = 1; at n = 8 only at T = 2
     x = base / "crossover"
-    manifest(x, {"profile": PROFILE, "model": {"name": "m-one"}, "delta": 0.3}, [{"name": "m-one"}],
-             commit="fff0000aaa")
+    manifest(x, {"profile": PROFILE, "model": {"name": "m-one"}, "delta": 0.3, "sweeps": 10, "budget_sweeps": 40,
+                 "fast_within": 5, "lengths": [4, 8]}, [{"name": "m-one"}], commit="fff0000aaa")
     cells = pd.DataFrame({"temperature": [0.5, 1.0, 2.0] * 2, "n": [4] * 3 + [8] * 3,
                           "median": [np.nan, 40, 12, np.nan, np.nan, 30], "censored": 0.0, "kind": "coupling"})
+    cells["fast"] = cells["median"] <= 5 * cells.n * np.log(cells.n)      # 27.7 at n = 4, 83.2 at n = 8
     results.write_table(cells, x, "summary")
     results.write_table(pd.DataFrame({"delta": [0.3, 0.3, 0.4], "temperature": [1.0, 2.0, 1.0],
-                                      "verdict": ["cannot tell", "n log n", "n"], "support": ["", "strong", "weak"]}),
-                        x, "law_fits")
+                                      "verdict": ["cannot tell", "n log n", "n"], "support": ["", "strong", "moderate"],
+                                      "reported": ["cannot tell", "n log n", "cannot tell"], "p": [np.nan, 1.3, 1.0],
+                                      "p low": [np.nan, 1.2, 0.8], "p high": [np.nan, 1.4, 1.2]}), x, "law_fits")
     # basins: 4 chains of the first model, 3 crossed up; a second model's chains do not count
     bs = base / "basins"
     manifest(bs, {"profile": PROFILE, "basin_label": "politics", "labels": ["politics"] + [f"l{k}" for k in range(10)],
@@ -109,11 +111,15 @@ def test_headlines_are_read_from_the_results(root):
     c = {k: text(v) for k, v in cells(findings.collect(root, PROFILE)).items()}
     assert "m-one 0.997 [0.889, 1.104]; m-two 0.250 [0.200, 0.300]" in c["incompatibility"]
     assert "joint: mean R 2.50e-06, largest 9.30e-06" in c["incompatibility"]
-    # lowest fast temperature over the lengths: 1 (n = 4); T* = 5, so a ratio of at least 5
-    assert "m-one 5.00" in c["bounds"] and "at least 5.00 times" in c["bounds"] and "(1)" in c["bounds"]
-    # only the main threshold's rows; the boundary rises from T >= 1 at n = 4 to T >= 2 at n = 8
-    assert "T = 1: cannot tell; T = 2: n log n (strong)." in c["crossover"]
-    assert "boundary rises from n = 4 to n = 8" in c["crossover"]
+    # T*-hat at the bounds chapter's n = 4, where the fast threshold is 2 (40 > 5 * 4 ln 4 = 27.7 at T = 1)
+    assert "m-one 5.00" in c["bounds"] and "at the same length, n = 4" in c["bounds"]
+    assert "T* is at least 2.50 times it" in c["bounds"]
+    # only the main threshold's rows, with their exponent intervals and the chapter's caveat; the boundary
+    # stays at T >= 2 from n = 4 to n = 8 under the n ln n criterion
+    assert "T = 1: cannot tell, no exponent" in c["crossover"]
+    assert "T = 2: n log n (strong), power-law exponent p = 1.30 [95% interval 1.20 to 1.40]" in c["crossover"]
+    assert "A one-range fit" in c["crossover"]
+    assert "within 5 n ln n steps, budgets of 40 sweeps) stays the same from n = 4 to n = 8" in c["crossover"]
     assert "mean politics score over the 2 seed topics 0.020 at step 0 and 0.150 at step 600" in c["basins"]
     assert "3 of 4 chains crossed the politics baseline (1/11)" in c["basins"]
     assert "m-one at T = 0.5, 4 chains x 2,000 steps: 3 traps, 1 perfect (33%), mean duration 300 steps (100 to 600)" \

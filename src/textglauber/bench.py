@@ -930,11 +930,13 @@ def workload(profile: str) -> pd.DataFrame:
         elif ch == "crossover":
             L = p["lengths"]
             n = int(np.mean(L))
-            work = (len(L) * p["trials"] * p["steps"] * len(p["drift_temperatures"])
-                    + len(p.get("coupling_lengths") or L) * 2 * p["pairs"] * p["budget"] * len(p["coupling_temperatures"]))
+            CL = p.get("coupling_lengths") or L                 # budgets in sweeps: sweeps x n steps per length
+            work = (p["trials"] * p["sweeps"] * sum(L) * len(p["drift_temperatures"])
+                    + 2 * p["pairs"] * p["budget_sweeps"] * sum(CL) * len(p["coupling_temperatures"]))
         elif ch == "basins":
             n = p["seq_len"]
             chains = len(p.get("seed_topics", range(5))) * p["seeds_per_topic"] * p["chains_per_seed"]
+            chains += p.get("null_chains", 0)                   # the null model's chains, per model
             work = len(p["mlms"]) * chains * p["steps"] + p["prefix_chains"] * p["steps"]
         elif ch == "traps":
             n, work = p["seq_len"], p["chains"] * p["steps"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -135,59 +134,75 @@ def incompatibility_preprint() -> str:
             f"Joint control {_name('gpt2')}: {reported.RECTANGLE_MEAN_R['gpt2']:.3f}.")
 
 
-def _fast_temperatures(root: Path, profile: str) -> tuple[str | None, list[float]]:
-    """The crossover chapter's model and the finite fast thresholds of its coupling grid."""
-    from . import coupling
+def _coupling_boundary(root: Path, profile: str) -> tuple[str | None, list, float]:
+    """The crossover chapter's model, the fast threshold per coupling length, and its criterion."""
+    from . import crossover
 
     cross = root / profile / "crossover"
     m, summary = _manifest(cross), _table(cross, "summary")
-    if m is None or summary is None:
-        return None, []
+    if m is None or summary is None or "fast" not in summary:
+        return None, [], float("nan")
     cells = summary[summary.kind == "coupling"]
-    return m["parameters"]["model"]["name"], [t for _, t in coupling.fast_threshold(cells) if math.isfinite(t)]
+    return m["parameters"]["model"]["name"], crossover.fast_threshold(cells), float(m["parameters"]["fast_within"])
 
 
 def bounds(folder: Path, root: Path, profile: str) -> str:
+    from . import crossover
+
     alpha = _table(folder, "alpha")
     if alpha is None:
         return ""
     t_star = alpha.groupby("model", sort=False).t_star.first()
     text = ("Estimated T* (a lower bound on T*): "
             + "; ".join(f"{_name(m)} {number(t)}" for m, t in t_star.items()) + ".")
-    model, fast = _fast_temperatures(root, profile)
+    model, boundary, kappa = _coupling_boundary(root, profile)
     if model is None:
         text += " The crossover chapter has not run, so there is no empirical fast temperature to set it against."
-    elif not fast:
-        text += (f" The crossover chapter's pairs ({_name(model)}) coupled at no temperature of its grid, so there is "
-                 "no empirical fast temperature to set T* against.")
     elif model not in t_star:
-        text += (f" The crossover chapter ran {_name(model)}, which this chapter did not estimate; its lowest fast "
-                 f"temperature is {min(fast):g}.")
+        text += f" The crossover chapter ran {_name(model)}, which this chapter did not estimate."
     else:
-        ratio = t_star[model] / min(fast)
-        text += (f" For {_name(model)}, T* is at least {number(ratio)} times the lowest temperature at which the "
-                 f"crossover chapter's median pair coupled within its budget ({min(fast):g}).")
+        seq_len = int((_manifest(folder) or {}).get("parameters", {}).get("seq_len", 0))
+        cmp = crossover.tstar_comparison(float(t_star[model]), seq_len, boundary)
+        text += " " + _e(crossover.tstar_sentence(cmp, model, kappa)) + "."
     return text
 
 
 def crossover(folder: Path, root: Path, profile: str) -> str:
-    from . import coupling
+    from . import crossover as cx
 
     m, fits, summary = _manifest(folder), _table(folder, "law_fits"), _table(folder, "summary")
     if m is None or fits is None:
         return ""
-    delta = float(m["parameters"]["delta"])
+    par = m["parameters"]
+    delta = float(par["delta"])
     main = fits[np.isclose(fits.delta, delta)]
-    laws = "; ".join(f"T = {r.temperature:g}: {_e(r.verdict)}" + (f" ({_e(r.support)})" if r.support and r.verdict != "cannot tell"
-                                                                  and r.verdict != "none of the three" else "")
-                     for r in main.itertuples())
-    text = f"Growth law of the hitting times (δ = {delta:g}) supported by the data, by temperature: {laws}."
-    if summary is not None:
-        boundary = coupling.fast_threshold(summary[summary.kind == "coupling"])
+    text = (f"Growth law of the hitting times (δ = {delta:g}, budgets of {par['sweeps']:g} sweeps), by temperature: "
+            + "; ".join(f"T = {r['temperature']:g}: {_e(_law(r))}" for r in main.to_dict("records")) + ".")
+    laws = _table(folder, "coupling_law_fits")
+    if laws is not None and len(laws):
+        text += (" Growth law of the coupling times at the fast temperatures: "
+                 + "; ".join(f"T = {r['temperature']:g}: {_e(_law(r))}" for r in laws.to_dict("records")) + ".")
+    elif laws is not None:
+        text += " No temperature was fast at three lengths, so no growth law of the coupling times was tested."
+    text += " " + _e(cx.law_caveat(par["lengths"]))
+    if summary is not None and "fast" in summary:
+        boundary = cx.fast_threshold(summary[summary.kind == "coupling"])
         if boundary:
-            text += (f" The coupling grid's fast/slow boundary {_e(coupling.threshold_trend(boundary))} from "
+            text += (f" The coupling grid's fast/slow boundary (median coupling time within {float(par['fast_within']):g} "
+                     f"n ln n steps, budgets of {par['budget_sweeps']:g} sweeps) {_e(cx.threshold_trend(boundary))} from "
                      f"n = {boundary[0][0]} to n = {boundary[-1][0]}.")
-    return text + f" Model: {_name(m['parameters']['model']['name'])}."
+    return text + f" Model: {_name(par['model']['name'])}."
+
+
+def _law(row: dict) -> str:
+    """A law-table row as the chapter reports it: the verdict that the design check lets stand, its
+    support, and the exponent's interval."""
+    verdict = row["reported"]
+    named = verdict not in ("cannot tell", "none of the three") and row["support"]
+    p = (f"power-law exponent p = {row['p']:.2f} [95% interval {row['p low']:.2f} to {row['p high']:.2f}]"
+         if np.isfinite(row["p"]) else "no exponent (too few lengths with a median)")
+    support = f" ({row['support']})" if named else ""
+    return f"{verdict}{support}, {p}"
 
 
 def crossover_preprint() -> str:

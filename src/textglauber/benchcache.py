@@ -2,12 +2,17 @@
 speed measured on the machine that built the book.
 
 A profile lists ``bench`` (the default profile: the BERT-base shape and the packaged models at
-n = 20, batch 1 and 64: about 12 minutes on a 2-core host), ``bench-smoke`` (the BERT-base shape alone,
-one step per timed call) or ``bench-metastable`` (the engine's modes on the quick metastable
-grid) among its ``artifacts``. The build runs ``python -m textglauber.bench``
-with the preset's arguments, writing ``results/bench/bench-cpu-<preset>.csv`` and its JSON record,
-and runs it again only when its key changes: the arguments, the library code the benchmark can
-reach, the installed versions and the machine (processor and core count).
+n = 20, batch 1 and 64, one step per timed call), ``bench-smoke`` (the BERT-base shape alone, one
+step per timed call) or ``bench-metastable`` (the engine's modes on the quick metastable grid)
+among its ``artifacts``. ``bench`` timed three steps per call until 2026-11-25, which took about
+5 minutes on one 2-core machine and 12 on another in a fresh clone's first build; most of that
+was the BERT-base shape at batch 64, whose older variants (one pass per chain with full logits,
+and full B x n x V logits) pay for every step. One step a call keeps every cell and ratio the
+cost appendix reads at about half the time; the full grid is ``python -m textglauber.bench``.
+The build runs ``python -m textglauber.bench`` with the preset's arguments, writing
+``results/bench/bench-cpu-<preset>.csv`` and its JSON record, and runs it again only when its key
+changes: the arguments, the library code the benchmark can reach, the installed versions and the
+machine (processor and core count).
 """
 from __future__ import annotations
 
@@ -17,11 +22,12 @@ import platform
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 PRESETS = {
     "bench": ["--models", "bert-base", "package:antiberty", "package:rxnfp-bert", "--lengths", "20",
-              "--batches", "1", "64"],
+              "--batches", "1", "64", "--steps", "1"],
     "bench-smoke": ["--models", "bert-base", "--lengths", "20", "--batches", "1", "64", "--steps", "1"],
     # the memoizing engine's modes on the metastable grid (n = 20, T = 0.25, 1, 2, a perfect trap)
     "bench-metastable": ["--metastable", "--quick"],
@@ -79,6 +85,8 @@ def ensure(preset: str, results_root: str | Path) -> Path:
     stamp.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "textglauber.bench", *PRESETS[preset], "--out", str(csv)]
     print(f"[bench] {preset}: measuring ({' '.join(cmd[1:])})", flush=True)
+    t0 = time.time()
     subprocess.run(cmd, check=True)
-    buildcache.write_json_atomic(stamp, {"key": wanted, "preset": preset})
+    # the wall time is for the build's plan (textglauber.plan), which shows it when the key changes
+    buildcache.write_json_atomic(stamp, {"key": wanted, "preset": preset, "seconds": round(time.time() - t0, 1)})
     return csv

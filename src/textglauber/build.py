@@ -21,6 +21,10 @@ and whose outputs are all still there, is skipped with a line that says so; one 
 
 Every model a selected chapter names is resolved before anything runs, so a missing model
 gives one clear message and no compute is spent.
+
+First of all the build prints its plan: each artifact and chapter it will build, resume, run or
+skip, with the time each is expected to take here; while a chapter runs, a progress line with the
+time left about every minute (:mod:`textglauber.plan`).
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ from pathlib import Path
 
 from . import buildcache as cache
 from . import params as P
+from . import plan
 from .results import repo_root
 
 BOOK_FILES = ("_config.yml", "_toc.yml")
@@ -122,8 +127,9 @@ def execute(profile: str, chapter: str, staged: Path, results_root: Path, spec: 
     os.environ.update(QUIET_ENV)
     t0 = time.time()
     print(f"[{profile}] executing {nb} ...", flush=True)
-    pm.execute_notebook(str(repo_root() / nb), str(partial), parameters=prm, cwd=str(repo_root() / "book"),
-                        kernel_name="python3", progress_bar=False, log_output=False)
+    with plan.watch(profile, chapter, partial, staged, results_root):     # a progress line every minute
+        pm.execute_notebook(str(repo_root() / nb), str(partial), parameters=prm, cwd=str(repo_root() / "book"),
+                            kernel_name="python3", progress_bar=False, log_output=False)
     relativize(partial)                  # the kept notebook names no folder of the build machine either
     os.replace(partial, cache.executed_notebook(staged, chapter))
     render(staged, chapter, nb)
@@ -368,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
             if cache.executed_notebook(staged, ch).is_file():
                 render(staged, ch, spec["chapters"][ch]["notebook"])
     else:
+        plan.announce(a.profile, spec, chapters, staged, Path(a.results).resolve(),   # what runs, and for how long
+                      "--force" if a.force else "named with --chapter" if a.chapter else None)
         build_artifacts(cache.artifacts_needed(spec, chapters), Path(a.results).resolve())
         preflight(a.profile, chapters)
         forced = "--force" if a.force else "named with --chapter" if a.chapter else None

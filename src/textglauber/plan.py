@@ -1,0 +1,866 @@
+"""What a build will do and how long it will take here: the plan printed at its start, and the
+progress lines printed while a chapter runs.
+
+**The plan.** Before anything is built, ``python -m textglauber.build`` prints one line per
+artifact (build, resume or reuse) and per chapter (run or skip, with the reason the build itself
+gives: :func:`textglauber.buildcache.status`, the same call that decides the skip), each with its
+expected time on this machine and where that number comes from:
+
+- ``last run: 790 s``: the chapter's last recorded wall time (its stamp, else
+  ``results/<profile>/timings.json``), scaled by the work when its parameters have changed since;
+- ``estimated from a 0.21 s probe: ~13 min``: no time recorded here, so the chapter's work,
+  counted from its parameters (:func:`chapter_work`), times the seconds per unit of work of the
+  calibration machine, times this machine's speed relative to it (:func:`probe`).
+
+Nothing the build computes reads these numbers: they are printed, and the progress lines use
+them for the time left. The probe builds a random model in a forked random state, so even the
+build process's generators are as they were.
+
+**The probe** times a fixed batch (32 sequences of 22 tokens, the size of a chapter's batched
+chains) through a randomly initialised BERT of the shape of the offline profile's English MLM
+(6 layers, 384 wide, 12 heads, 30,522 tokens), scoring one masked row per sequence as the chain
+engine does: the median of 2 to 12 passes on one thread, then on torch's threads (the kernels'
+setting), about 1.5 s each on a quiet 2-core machine (plus the imports, which the build makes
+anyway). A chapter's fixed overhead (kernel, imports, Python) is scaled by the one-thread
+reading, its work by the other. It measures the machine as it is at that moment, other jobs on
+the same cores included. On an oversubscribed machine the two readings part: at a load average of
+10 on 2 cores, torch's 2 threads ran the probe 2 to 7 times slower than one thread did, and a
+training step 2 to 4 times (each thread waits for its descheduled partner at every operation), so
+such a machine makes every chapter several times slower, the heavy ones most.
+
+**Calibration** (``CALIBRATION_SECONDS``). On 2026-11-24 a fresh clone's default build on a 2-core
+machine took, at commit f52a2ef (``params/offline.yaml`` of that commit): incompatibility 119 s,
+bounds 178 s, crossover 790 s, traps 345 s, basins 341 s, ground truth 92 s (31 min of chapters),
+the English training 28.5 min and the default benchmark about 5 min, about 65 min in all. The
+same build on another 2-core machine on 2026-11-25 took over 3 hours (chapters about 119 min,
+crossover 2,868 s and traps 1,944 s among them, training 59 min, benchmark 12 min): the factor
+between the two, 2 to 3.6, is what the probe is meant to read off in advance. Each chapter's
+constant is its time on the first machine, less ``OVERHEAD_S`` (kernel start, imports, model
+loading, figures), over its work at f52a2ef's parameters (``CALIBRATION_PARAMETERS``, which the
+test suite compares with that commit's profile where git has it). That gives 2 to 7 ms per MiniLM
+row at n = 20 across the chapters, as a 2-core CPU's rate suggests. The probe was not run on that
+machine; its readings there (``REFERENCE_PROBE_S``, ``REFERENCE_PROBE_ONE_S``) are inferred from
+the English training, which it did run: on the machine this module was written on, a MiniLM
+optimiser step (batch 32 x 52 tokens, masked head, AdamW) timed between probes took 9 to 13
+probe passes on one thread (median 11) and 6 to 9.5 on two under load (about 9.5 expected
+quiet, as the two workloads' multiplies are of a size), and the training's 28.5 min there come
+to about 1.59 s a MiniLM step (1,066 step-equivalents: 850 steps, 360 scratch steps at 0.39 of
+one, 14 evaluations and two pseudo-perplexities), so 0.16 s a probe pass on 2 threads, and 0.26 s
+on one with the 1.8 speed-up of the second thread that the training's step counts assume. The
+estimates therefore rest on one machine's times, on a work count per chapter that is only as
+good as its formula (a run that stops early, as coupled pairs that meet do, costs less than its
+upper bound, which the calibration absorbs at the reference parameters only), and on two
+inferred constants: read them as the order of magnitude (tens of minutes or hours), not the
+minute. At the reference readings the default build now comes to about 75 min (crossover's
+budgets in sweeps, since 9ac1f6f, ask for 1.9 times the work they did at f52a2ef).
+
+**Progress** (:func:`watch`). While papermill executes a chapter it saves the notebook after
+every cell, with each cell's status and duration in its metadata. A thread of the build reads
+that file every ``PROGRESS_EVERY`` seconds (the first time after ``PROGRESS_FIRST``) and prints
+one line to the build's standard error, e.g. ``[offline] crossover: cell 9/21, 4 min elapsed,
+about 9 min left (last run 13 min)``. The time left is the last run's durations of the cells
+still to run (that run's executed notebook, when it has as many cells), scaled by how this run's
+finished cells compare with the same cells then; without a last run, the plan's estimate less
+the time elapsed. Progress bars stay out of the executed notebooks (``TQDM_DISABLE=1`` in the
+kernels' environment).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+# --------------------------------------------------------------------------- calibration
+CALIBRATION_COMMIT = "f52a2ef"
+# wall seconds of each chapter on the calibration machine (2026-11-24, 2 cores, profile offline)
+CALIBRATION_SECONDS = {"incompatibility": 119.0, "bounds": 178.0, "crossover": 790.0, "traps": 345.0,
+                       "basins": 341.0, "ground_truth": 92.0}
+# the parameters those times ran with, as far as chapter_work() reads them: params/offline.yaml at
+# CALIBRATION_COMMIT (tests/test_plan.py compares them with `git show f52a2ef:params/offline.yaml`
+# where git has that commit); reference_work() is chapter_work() at them.
+_MLMS = [{"name": "package:antiberty"}, {"name": "package:rxnfp-bert"}, {"name": "package:rxnmapper-albert"},
+         {"name": "trained:english"}]
+_ENGLISH = {"name": "trained:english", "embedder": "sentence:package:all-MiniLM-L6-v2"}
+CALIBRATION_PARAMETERS = {
+    "incompatibility": {"mlms": _MLMS, "seq_len": 20, "n_rectangles": 300, "grid_k": 4, "n_grids": 30,
+                        "training_run": "english",
+                        "control": {"name": "package:smollm2-135m", "rectangles": 20, "candidates": 16}},
+    "bounds": {"mlms": _MLMS, "seq_len": 14, "n_contexts": 3, "top_k": 10, "extra": 5, "drift_states": 200,
+               "drift_temperatures": [0.5, 1.0]},
+    "crossover": {"model": _ENGLISH, "lengths": [6, 10, 16, 28, 48], "drift_temperatures": [0.5, 1.0, 2.0],
+                  "trials": 20, "steps": 200, "record_every": 10, "coupling_lengths": [6, 10, 16, 24],
+                  "coupling_temperatures": [0.25, 0.5, 1.0, 1.5, 2.0, 3.0], "pairs": 8, "budget": 1200},
+    "traps": {"model": _ENGLISH, "seq_len": 20, "chains": 16, "steps": 10000, "record_every": 10},
+    "basins": {"mlms": [{"name": "trained:english"}], "topic_scorer": "embedding:package:all-MiniLM-L6-v2",
+               "seeds_per_topic": 4, "chains_per_seed": 2, "seq_len": 16, "steps": 3000, "score_every": 100,
+               "prefix_chains": 8},
+    "ground_truth": {"models_": [{"name": "package:rxnmapper-albert", "tokens": ["C", "c", "O", "N"], "n": 5},
+                                {"name": "package:antiberty", "tokens": ["G", "S", "Y", "A"], "n": 5},
+                                {"name": "trained:english", "tokens": ["the", "a", "of", "and"], "n": 5}],
+                     "temperatures": [0.25, 0.5, 1.0, 2.0, 4.0], "pairs": 300, "budget": 5000, "rectangles": 1000,
+                     "chains": 32},
+}
+OVERHEAD_S = 20.0               # per chapter at the reference speed: kernel, imports, models, figures
+FIXED_S = {"cost": 30.0}        # chapters with no work count: a fixed time at the reference speed
+# the English training preset on the calibration machine (850 MiniLM and 360 scratch steps)
+TRAINING_SECONDS = {"english": 28.5 * 60}
+REFERENCE_TRAINING_STEPS = {"minilm": 850, "scratch": 360}
+TRAINING_OVERHEAD_S = 20.0      # corpus, tokenizer, first evaluation
+# the build's benchmark artifacts at the reference speed (textglauber.benchcache.PRESETS)
+BENCH_SECONDS = {"bench": 150.0, "bench-smoke": 60.0, "bench-metastable": 3600.0}
+STANDINS_SECONDS = 240.0        # every stand-in of the standin profile (textglauber.standins)
+REFERENCE_PROBE_S = 0.16        # the probe on torch's 2 threads on the calibration machine (inferred)
+REFERENCE_PROBE_ONE_S = 0.26    # the probe on one thread there (inferred)
+
+# --------------------------------------------------------------------------- model costs
+# (layers, width, feed-forward width, head columns per scored row, feed-forward matrices)
+_MINILM = (6, 384, 1536, 29523, 2)
+SHAPES = {
+    "trained:english": _MINILM,                       # the chosen start: the MiniLM encoder, |A| columns
+    "package:antiberty": (8, 512, 2048, 25, 2),
+    "package:rxnfp-bert": (12, 256, 512, 591, 2),
+    "package:rxnmapper-albert": (12, 256, 512, 591, 2),
+    "package:smollm2-135m": (30, 576, 1536, 49152, 3),
+    "package:all-MiniLM-L6-v2": (6, 384, 1536, 0, 2),   # sentence embedder and topic scorer: no head
+    "bert-base-uncased": (12, 768, 3072, 30522, 2),
+    "bert-large-uncased": (24, 1024, 4096, 30522, 2),
+    "roberta-base": (12, 768, 3072, 50265, 2),
+    "roberta-large": (24, 1024, 4096, 50265, 2),
+    "answerdotai/ModernBERT-base": (22, 768, 1152, 50368, 3),
+    "gpt2": (12, 768, 3072, 50257, 2),
+    "sentence-transformers/all-mpnet-base-v2": (12, 768, 3072, 0, 2),
+}
+ROW_FLOOR = 0.8        # a scored row of any model costs at least this: the engine's and Python's overhead
+                       # per call. The smoke bounds chapter's 8,720 rows of 0.1M-parameter models took 32 s
+                       # (3.7 ms a row, building the models included) at a probe near the reference's
+COUPLING_SHARE = 0.2   # share of the coupling budget's upper bound that pairs spend (met pairs stop,
+                       # the memoizing engine skips steps that change nothing); a guess, absorbed by
+                       # the calibration at the reference parameters
+EXACT_STEP = 2e-4      # one step of a chain on an enumerated kernel, in rows (a lookup and a draw)
+
+
+def _layer_cost(shape, tokens: int) -> float:
+    layers, h, inter, _, mats = shape
+    return tokens * layers * (4 * h * h + mats * h * inter)
+
+
+_REF_ROW = _layer_cost(_MINILM, 22) + _MINILM[1] * _MINILM[3]      # the MiniLM shape, one row at n = 20
+
+
+def _shape(name: str):
+    """The shape of a named model: from ``SHAPES``, a local folder's config.json, else the MiniLM
+    shape; None for the tiny models (and an embedder ``self``), which cost ``ROW_FLOOR``."""
+    if not isinstance(name, str):
+        return None
+    name = name.partition("@")[0]
+    for prefix in ("sentence:", "embedding:", "nli:"):
+        name = name.removeprefix(prefix)
+    if name in SHAPES:
+        return SHAPES[name]
+    if name.startswith("tiny-") or name == "trained:tiny" or name == "self":
+        return None
+    cfg = _local_config(name)
+    if cfg is None:
+        return _MINILM
+    layers = cfg.get("num_hidden_layers", cfg.get("n_layer", 6))
+    h = cfg.get("hidden_size", cfg.get("n_embd", 384))
+    inter = cfg.get("intermediate_size") or cfg.get("n_inner") or 4 * h
+    return (int(layers), int(h), int(inter), int(cfg.get("vocab_size", 30522)), 2)
+
+
+def _local_config(name: str) -> dict | None:
+    """config.json of a local model folder (the stand-ins, a path in a profile), or None."""
+    if not name or name.startswith(("package:", "trained:")) or ":" in name:
+        return None
+    try:
+        from .models import local_path
+
+        f = local_path(name) / "config.json"
+        return json.loads(f.read_text()) if f.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def model_cost(name: str, n: int, *, head: bool = True, causal: bool = False) -> float:
+    """One scored row of ``name`` at length ``n``, in rows of the MiniLM shape at n = 20: the
+    encoder over n + 2 tokens and the head on one row (on every token for a causal model's
+    sequence probability; none with ``head=False``); at least ``ROW_FLOOR``."""
+    shape = _shape(name)
+    if shape is None:
+        return ROW_FLOOR
+    head_rows = (n + 2) if causal else (1 if head else 0)
+    cost = _layer_cost(shape, n + 2) + head_rows * shape[1] * shape[3]
+    return max(ROW_FLOOR, cost / _REF_ROW)
+
+
+def _items(value) -> list:
+    return value if isinstance(value, list) else [value] if value else []
+
+
+def _name(item) -> str:
+    return item.get("name", "") if isinstance(item, dict) else str(item or "")
+
+
+def _embedder_cost(item, n: int) -> float:
+    """The cost of embedding one state with a chapter's embedder (``self``: the model's own
+    input embeddings, nearly free)."""
+    emb = item.get("embedder", "self") if isinstance(item, dict) else "self"
+    return 0.0 if emb == "self" else model_cost(emb, n, head=False)
+
+
+def _training_checkpoints(run: str, n: int) -> float:
+    """The rows that scoring a fixed set of rectangles with every checkpoint of a training run costs
+    per rectangle (incompatibility along training)."""
+    try:
+        from .train_mlm import PRESETS
+    except ImportError:
+        return 0.0
+    preset = PRESETS.get(run)
+    if preset is None:
+        return 0.0
+    total = 0.0
+    for start in preset.starts:
+        shape = _MINILM if start == "minilm" else (preset.scratch["layers"], preset.scratch["hidden"],
+                                                   4 * preset.scratch["hidden"], _MINILM[3], 2)
+        if run == "tiny":
+            row = ROW_FLOOR
+        else:
+            row = max(ROW_FLOOR, (_layer_cost(shape, n + 2) + shape[1] * shape[3]) / _REF_ROW)
+        total += preset.checkpoints * 4 * row
+    return total
+
+
+def chapter_work(chapter: str, prm: dict) -> float | None:
+    """The encoder work a chapter's parameters ask for, in rows of the MiniLM shape at n = 20
+    (:func:`model_cost`); None for a chapter with no count (its time is ``FIXED_S``). Each term
+    is a count of the chapter's loops (see the notebooks); constants that are the same at every
+    size are left to the calibration."""
+    p = prm
+    if chapter == "incompatibility":
+        n, R = int(p["seq_len"]), int(p["n_rectangles"])
+        K, G = int(p.get("grid_k", 0) or 0), int(p.get("n_grids", 0) or 0)
+        work = sum((6 * R + 2 * K * K * G) * model_cost(_name(m), n) for m in _items(p.get("mlms")))
+        if p.get("training_run"):
+            work += R * _training_checkpoints(str(p["training_run"]), n)
+        ctl = p.get("control")
+        if isinstance(ctl, dict) and ctl.get("name"):
+            rects = int(ctl.get("rectangles", R))
+            work += rects * int(ctl.get("candidates", 16)) * 4 * model_cost(ctl["name"], n, causal=True)
+        return work
+    if chapter == "bounds":
+        n, q = int(p["seq_len"]), 1 + int(p["top_k"]) + int(p["extra"])
+        per = (int(p["n_contexts"]) * n * (q * (n - 1) + 1)
+               + int(p["drift_states"]) * n * len(_items(p.get("drift_temperatures"))))
+        return sum(per * model_cost(_name(m), n) for m in _items(p.get("mlms")))
+    if chapter == "crossover":
+        m = p["model"]
+        name = _name(m)
+        work = 0.0
+        for n in p["lengths"]:
+            steps = int(p["sweeps"]) * n if "sweeps" in p else int(p["steps"])
+            per_step = model_cost(name, n) + _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
+            work += int(p["trials"]) * len(p["drift_temperatures"]) * steps * per_step
+        for n in p.get("coupling_lengths") or p["lengths"]:
+            budget = int(p["budget_sweeps"]) * n if "budget_sweeps" in p else int(p["budget"])
+            work += (COUPLING_SHARE * 2 * int(p["pairs"]) * len(p["coupling_temperatures"]) * budget
+                     * model_cost(name, n))
+        return work
+    if chapter == "traps":
+        m, n = p["model"], int(p["seq_len"])
+        per_step = model_cost(_name(m), n) + _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
+        return int(p["chains"]) * int(p["steps"]) * per_step
+    if chapter == "basins":
+        n, steps = int(p["seq_len"]), int(p["steps"])
+        topics = len(p.get("seed_topics") or range(5))
+        chains = topics * int(p["seeds_per_topic"]) * int(p["chains_per_seed"]) + int(p.get("null_chains", 0) or 0)
+        mlms = [_name(m) for m in _items(p.get("mlms"))]
+        scorer = str(p.get("topic_scorer", "")).partition(":")[2] or "package:all-MiniLM-L6-v2"
+        records = steps / max(1, int(p.get("score_every", 1)))
+        work = sum(chains * (steps * model_cost(m, n) + records * model_cost(scorer, n, head=False)) for m in mlms)
+        if mlms:
+            prefix = int(p.get("prefix_chains", 0))
+            work += prefix * (steps * model_cost(mlms[0], n + 6) + model_cost(scorer, n + 6, head=False))
+        return work
+    if chapter == "ground_truth":
+        temps = len(_items(p.get("temperatures")))
+        work = 0.0
+        for m in _items(p.get("models_")):
+            n, k = int(m["n"]), len(m["tokens"])
+            work += k ** n * n * model_cost(_name(m), n)                 # the enumerated conditionals
+            work += temps * (int(p["pairs"]) + int(p["chains"])) * int(p["budget"]) * EXACT_STEP
+            work += temps * int(p["rectangles"]) * 4 * EXACT_STEP
+        return work
+    return None
+
+
+# --------------------------------------------------------------------------- estimates
+def reference_work(chapter: str) -> float | None:
+    """:func:`chapter_work` at the calibration's parameters (the same formula as for a profile, so
+    a change to the formula keeps the calibration in step)."""
+    prm = CALIBRATION_PARAMETERS.get(chapter)
+    return None if prm is None else chapter_work(chapter, prm)
+
+
+def seconds_per_unit(chapter: str) -> float | None:
+    """Seconds per unit of :func:`chapter_work` on the calibration machine."""
+    work = reference_work(chapter)
+    if chapter not in CALIBRATION_SECONDS or not work:
+        return None
+    return max(CALIBRATION_SECONDS[chapter] - OVERHEAD_S, 1.0) / work
+
+
+def estimate(chapter: str, prm: dict, probe_: "Probe") -> float | None:
+    """Seconds a chapter with these parameters would take at the probe's reading (None: no basis):
+    its overhead at the one-thread reading, its work at the reading on torch's threads."""
+    if chapter in FIXED_S:
+        return probe_.scale(FIXED_S[chapter], 0.0)
+    spu = seconds_per_unit(chapter)
+    try:
+        work = chapter_work(chapter, prm)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if spu is None or work is None:
+        return None
+    return probe_.scale(OVERHEAD_S, spu * work)
+
+
+def rescaled(seconds: float, chapter: str, old: dict | None, new: dict) -> tuple[float, float | None]:
+    """A last run's time carried over to other parameters: the part above ``OVERHEAD_S`` scales
+    with the work. Returns (seconds, the work ratio or None where it is one or unknown)."""
+    if not old:
+        return seconds, None
+    try:
+        a, b = chapter_work(chapter, old), chapter_work(chapter, new)
+    except (KeyError, TypeError, ValueError):
+        return seconds, None
+    if not a or not b or math.isclose(a, b, rel_tol=1e-9):
+        return seconds, None
+    return OVERHEAD_S + max(seconds - OVERHEAD_S, 0.0) * b / a, b / a
+
+
+# --------------------------------------------------------------------------- the probe
+PROBE_BATCH, PROBE_TOKENS = 32, 22
+PROBE_PASSES = (2, 12)       # at least, at most, per thread setting
+PROBE_BUDGET_S = 1.5         # per thread setting
+
+
+def probe(budget_s: float = PROBE_BUDGET_S) -> tuple[float, float]:
+    """(seconds per pass on one thread, seconds per pass on torch's threads), the median of each,
+    for the fixed probe batch on this machine now (see the module docstring). The random model is
+    built inside ``torch.random.fork_rng`` and the thread count is restored: the process is left
+    as it was."""
+    import statistics
+
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    layers, h, inter, _, _ = _MINILM
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = BertForMaskedLM(BertConfig(vocab_size=30522, hidden_size=h, num_hidden_layers=layers,
+                                           num_attention_heads=12, intermediate_size=inter)).eval()
+        ids = torch.randint(1000, 30000, (PROBE_BATCH, PROBE_TOKENS))
+    rows = torch.arange(PROBE_BATCH)
+    threads = torch.get_num_threads()
+    out = []
+    try:
+        for n in (1, threads):
+            torch.set_num_threads(n)
+            times = []
+            with torch.inference_mode():
+                model.cls(model.bert(input_ids=ids)[0][rows, 1])            # warm-up
+                t0 = time.perf_counter()
+                while len(times) < PROBE_PASSES[0] or (len(times) < PROBE_PASSES[1]
+                                                       and time.perf_counter() - t0 < budget_s):
+                    t = time.perf_counter()
+                    model.cls(model.bert(input_ids=ids)[0][rows, 1])
+                    times.append(time.perf_counter() - t)
+            out.append(float(statistics.median(times)))
+    finally:
+        torch.set_num_threads(threads)
+    return out[0], out[1]
+
+
+class Probe:
+    """The probe, run at most once and only when some line of the plan needs it. ``one`` and
+    ``many``: seconds per pass on one thread and on torch's threads."""
+
+    def __init__(self, measure=probe):
+        self._measure, self.one, self.many, self.error = measure, None, None, None
+
+    def __call__(self) -> float | None:
+        """The probe's reading on torch's threads (None if it failed)."""
+        if self.many is None and self.error is None:
+            try:
+                got = self._measure()
+                self.one, self.many = (float(got), float(got)) if isinstance(got, (int, float)) else map(float, got)
+            except Exception as exc:            # the plan only prints: never stop a build for it
+                self.error = f"{type(exc).__name__}: {exc}"
+        return self.many
+
+    @property
+    def seconds(self) -> float | None:
+        return self.many
+
+    def scale(self, overhead_s: float, compute_s: float) -> float:
+        """Seconds here for work that takes ``overhead_s`` (one thread: kernel, imports, Python) plus
+        ``compute_s`` (torch's threads) on the calibration machine."""
+        self()
+        return overhead_s * self.one / REFERENCE_PROBE_ONE_S + compute_s * self.many / REFERENCE_PROBE_S
+
+    def basis(self) -> str:
+        return f"estimated from a {self.many:.2f} s probe"
+
+
+# --------------------------------------------------------------------------- formatting
+def duration(seconds: float | None) -> str:
+    """'45 s', '2.5 min', '13 min', '2 h 05 min'."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    s = max(0.0, float(seconds))
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 600:
+        return f"{s / 60:.1f}".removesuffix(".0") + " min"
+    if s < 90 * 60:
+        return f"{s / 60:.0f} min"
+    h, m = divmod(int(round(s / 60)), 60)
+    return f"{h} h {m:02d} min"
+
+
+def progress_line(label: str, cell: int, cells: int, elapsed: float, left: float | None, basis: str | None) -> str:
+    """``crossover: cell 9/21, 4 min elapsed, about 9 min left (last run 13 min)``. A negative
+    ``left`` is the time past the estimate."""
+    if left is None:
+        rest = "no estimate of the time left"
+    elif left < 0:
+        rest = f"{duration(-left)} past the estimate"
+    elif left < 60:
+        rest = "less than a minute left"
+    else:
+        rest = f"about {duration(left)} left"
+    return f"{label}: cell {cell}/{cells}, {duration(elapsed)} elapsed, {rest}" + (f" ({basis})" if basis else "")
+
+
+# --------------------------------------------------------------------------- last runs
+def last_run(profile: str, chapter: str, staged: Path, results_root: Path) -> dict | None:
+    """The last recorded execution: {'seconds', 'parameters' (or None), 'source'}. The stamp first
+    (it holds the parameters that ran), then ``results/<profile>/timings.json``."""
+    from . import buildcache as cache
+
+    stamp = cache.read_stamp(cache.stamp_path(staged, chapter))
+    if stamp and stamp.get("seconds"):
+        return {"seconds": float(stamp["seconds"]), "parameters": stamp.get("inputs", {}).get("parameters"),
+                "source": "stamp"}
+    try:
+        rec = json.loads((Path(results_root) / profile / "timings.json").read_text()).get(chapter)
+    except (OSError, ValueError, AttributeError):
+        rec = None
+    if isinstance(rec, dict) and rec.get("seconds"):
+        return {"seconds": float(rec["seconds"]), "parameters": None, "source": "timings.json"}
+    return None
+
+
+# --------------------------------------------------------------------------- the plan
+@dataclass
+class Line:
+    kind: str                 # "artifact" or "chapter"
+    name: str
+    action: str               # build, resume, reuse / run, skip, maybe
+    why: str
+    seconds: float | None     # expected wall time here (0 for what is reused or skipped)
+    basis: str                # where the number comes from
+
+    def text(self) -> str:
+        if self.action in ("skip", "reuse"):
+            when = "-"
+        elif self.seconds is None:
+            when = f"no estimate ({self.basis})" if self.basis else "no estimate"
+        elif self.basis.startswith("last run"):
+            when = f"{self.basis}: ~{duration(self.seconds)}" if "scaled" in self.basis else self.basis
+        else:
+            when = f"{self.basis}: ~{duration(self.seconds)}"
+        label = f"{self.kind} {self.name}"
+        return f"  {label:<27} {self.action:<7} {when}  [{self.why}]"
+
+
+EXPECTED: dict[tuple[str, str], tuple[float, str]] = {}     # (profile, chapter) -> (seconds, basis), for watch()
+
+
+def chapter_lines(profile: str, spec: dict, chapters: list[str], staged: Path, results_root: Path,
+                  forced: str | None, probe_: Probe, status=None) -> list[Line]:
+    """One line per selected chapter in build order. Run or skip is the build's own decision
+    (``status``: :func:`textglauber.buildcache.status` over the chapter's inputs now); a chapter
+    that would be skipped but reads one that runs is 'maybe': its key changes only if the upstream
+    results do."""
+    from . import buildcache as cache
+    from . import params as P
+
+    if status is None:
+        def status(ch):
+            inputs = cache.chapter_inputs(spec, profile, ch, results_root)
+            return cache.status(cache.stamp_path(staged, ch), inputs, cache.executed_notebook(staged, ch),
+                                Path(results_root) / profile / ch)
+    lines, running = [], set()
+    for ch in P.build_order(spec, chapters):
+        prm = P.chapter_parameters(profile, ch, results_root, spec=spec)
+        try:
+            complete, why = (False, forced) if forced else status(ch)
+        except Exception as exc:             # the build decides again when it gets there
+            complete, why = False, f"could not tell now ({type(exc).__name__}: {exc})"
+        ups = [u for u in spec["chapters"][ch].get("reads", []) if u in running]
+        if complete and not ups:
+            lines.append(Line("chapter", ch, "skip", why, 0.0, ""))
+            continue
+        action = "run" if not complete else "maybe"
+        if complete:
+            why = f"skipped unless the results of {', '.join(ups)} change"
+        seconds, basis = expected(profile, ch, prm, staged, results_root, probe_)
+        lines.append(Line("chapter", ch, action, why, seconds, basis))
+        running.add(ch)
+        if seconds is not None:
+            EXPECTED[(profile, ch)] = (seconds, basis)
+    return lines
+
+
+def expected(profile: str, chapter: str, prm: dict, staged: Path, results_root: Path, probe_: Probe) -> tuple[float | None, str]:
+    """(seconds, basis) of one chapter: the last recorded run, else the probe's estimate."""
+    last = last_run(profile, chapter, staged, results_root)
+    if last is not None:
+        old = dict(last["parameters"] or {})
+        now = {k: v for k, v in prm.items() if k != "results_root"}
+        seconds, ratio = rescaled(last["seconds"], chapter, old or None, now)
+        if ratio is None:
+            return seconds, f"last run: {last['seconds']:.0f} s"
+        return seconds, f"last run: {last['seconds']:.0f} s, scaled by {ratio:.2g}x the work"
+    if probe_() is None:
+        return None, f"probe failed: {probe_.error}"
+    return estimate(chapter, prm, probe_), probe_.basis()
+
+
+def _training_line(name: str, probe_: Probe) -> Line:
+    from . import train_mlm
+
+    out = train_mlm.models_root() / name
+    if train_mlm._is_current(out, name):
+        return Line("artifact", name, "reuse", f"trained before with these settings ({out})", 0.0, "")
+    _, preset = train_mlm.resolve_preset(name)
+    work, done = training_work(preset), 0.0
+    partial = out.with_name(out.name + ".partial")
+    action, why = "build", "not trained here yet" if not (out / "manifest.json").exists() else "trained under other settings"
+    if partial.is_dir():
+        done = training_done(preset, partial)
+        if done:
+            action, why = "resume", f"an interrupted training in {partial.name} (resumed if its settings match)"
+    if _locked(out.with_name(out.name + ".lock")):
+        why += "; another process is training it now, and the build waits for it"
+    try:                                  # the last training here, under other settings
+        old = json.loads((out / "manifest.json").read_text())
+        last, last_work = float(old["seconds"]), training_work(type(preset)(**old["settings"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        last, last_work = None, 0.0
+    if last and last_work:
+        return Line("artifact", name, action, why, last * max(work - done, 0.0) / last_work,
+                    f"last run: {last:.0f} s" + ("" if math.isclose(work - done, last_work) else
+                                                 f", scaled by {(work - done) / last_work:.2g}x the work"))
+    if probe_() is None:
+        return Line("artifact", name, action, why, None, f"probe failed: {probe_.error}")
+    ref = TRAINING_SECONDS["english"]
+    base = train_mlm.PRESETS["english"]
+    ref_work = training_work(type(base)(**{**base.__dict__, "starts": tuple(REFERENCE_TRAINING_STEPS),
+                                           "steps": dict(REFERENCE_TRAINING_STEPS)}))
+    seconds = probe_.scale(TRAINING_OVERHEAD_S, (ref - TRAINING_OVERHEAD_S) * max(work - done, 0.0) / ref_work)
+    return Line("artifact", name, action, why, seconds, probe_.basis())
+
+
+def _locked(lock: Path) -> bool:
+    """Whether another process holds ``train_mlm``'s lock on a training (never creates the file)."""
+    if not lock.exists():
+        return False
+    try:
+        import fcntl
+
+        with open(lock, "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(fh, fcntl.LOCK_UN)
+    except (OSError, ImportError):
+        return False
+    return False
+
+
+def training_work(preset) -> float:
+    """Optimiser steps of a training preset, each weighed by its start's cost per step relative to
+    the MiniLM start's (the layers over the padded batch and the head on the masked rows)."""
+    def per_token(layers, h, inter, vocab):
+        return layers * (4 * h * h + 2 * h * inter) + preset.mask_prob * h * vocab
+
+    vocab = _MINILM[3] if preset.tokenizer == "minilm" else 200
+    ref = per_token(6, 384, 1536, _MINILM[3]) * 32 * 128
+    total = 0.0
+    for start in preset.starts:
+        if start == "minilm":
+            shape = (6, 384, 1536)
+        else:
+            shape = (preset.scratch["layers"], preset.scratch["hidden"], 4 * preset.scratch["hidden"])
+        total += preset.steps_of(start) * per_token(*shape, vocab) * preset.batch * preset.max_len / ref
+    return total
+
+
+def training_done(preset, partial: Path) -> float:
+    """The part of :func:`training_work` an interrupted training has done (finished starts, and
+    the saved step of the one it was in, where its progress file says)."""
+    done = 0.0
+    for start in preset.starts:
+        one = type(preset)(**{**preset.__dict__, "starts": (start,)})
+        folder = partial / start
+        if (folder / "run.json").exists():
+            done += training_work(one)
+            continue
+        try:
+            step = json.loads((folder / "progress.json").read_text())["step"]
+        except (OSError, ValueError, KeyError):
+            continue
+        done += training_work(one) * min(1.0, step / max(1, preset.steps_of(start)))
+    return done
+
+
+def artifact_lines(names: list[str], results_root: Path, probe_: Probe) -> list[Line]:
+    lines = []
+    for name in names:
+        try:
+            lines.append(_artifact_line(name, Path(results_root), probe_))
+        except Exception as exc:                # a plan line never stops the build
+            lines.append(Line("artifact", name, "build?", f"could not tell ({type(exc).__name__}: {exc})", None, ""))
+    return lines
+
+
+def _artifact_line(name: str, results_root: Path, probe_: Probe) -> Line:
+    from . import benchcache, standins, train_mlm
+
+    if name in benchcache.PRESETS:
+        from . import buildcache
+
+        csv, stamp = benchcache.paths(name, results_root)
+        try:
+            record = json.loads(stamp.read_text())
+        except (OSError, ValueError):
+            record = {}
+        if csv.exists() and record.get("key") == buildcache.digest(benchcache.key(name)):
+            return Line("artifact", name, "reuse", f"measured before on this machine with the same code ({csv.name})",
+                        0.0, "")
+        if record.get("seconds"):
+            return Line("artifact", name, "build", "the code, versions or machine changed since it was measured",
+                        float(record["seconds"]), f"last run: {float(record['seconds']):.0f} s")
+        if probe_() is None:
+            return Line("artifact", name, "build", "not measured here with this code", None, f"probe failed: {probe_.error}")
+        return Line("artifact", name, "build", "not measured here with this code",
+                    probe_.scale(0.0, BENCH_SECONDS.get(name, 300.0)), probe_.basis())
+    if name == "standins":
+        todo = [s for s in list(standins.STANDINS) + [standins.MSMARCO_DIR]
+                if not standins._done(standins.root() / s, standins._wanted(s))]
+        if not todo:
+            return Line("artifact", name, "reuse", "every stand-in built before", 0.0, "")
+        share = len(todo) / (len(standins.STANDINS) + 1)
+        if probe_() is None:
+            return Line("artifact", name, "build", f"{len(todo)} stand-ins to build", None, f"probe failed: {probe_.error}")
+        return Line("artifact", name, "build", f"{len(todo)} stand-ins to build",
+                    probe_.scale(0.0, STANDINS_SECONDS * share), probe_.basis())
+    if name in train_mlm.PRESETS:
+        return _training_line(name, probe_)
+    return Line("artifact", name, "build?", "unknown artifact", None, "")
+
+
+def artifacts_of(spec: dict, chapters: list[str]) -> list[str]:
+    """The artifacts the build will build for ``chapters``: the build's own selection where
+    :mod:`textglauber.buildcache` has one (``artifacts_needed``, asked quietly), else the profile's list."""
+    from . import buildcache
+
+    needed = getattr(buildcache, "artifacts_needed", None)
+    if needed is None:
+        return list(spec.get("artifacts", []))
+    return list(needed(spec, chapters, log=lambda *a, **k: None))
+
+
+def format_plan(profile: str, lines: list[Line], probe_: Probe) -> str:
+    out = [f"[{profile}] plan of this build ({os.cpu_count()} cores; load average "
+           f"{os.getloadavg()[0]:.1f} now):" if hasattr(os, "getloadavg") else f"[{profile}] plan of this build:"]
+    out += [ln.text() for ln in lines]
+    sure = sum(ln.seconds or 0.0 for ln in lines if ln.action in ("run", "build", "resume"))
+    maybe = sum(ln.seconds or 0.0 for ln in lines if ln.action == "maybe")
+    unknown = [ln.name for ln in lines if ln.seconds is None and ln.action not in ("skip", "reuse")]
+    total = f"  expected in all: ~{duration(sure)}"
+    if maybe:
+        total += f", up to ~{duration(sure + maybe)} if the chapters marked 'maybe' run"
+    if unknown:
+        total += f"; no estimate for {', '.join(unknown)}"
+    out.append(total + " (plus the site build).")
+    if probe_.many is not None:
+        out.append(f"  probe: a batch of {PROBE_BATCH} x {PROBE_TOKENS} tokens through a 6-layer, 384-wide BERT took "
+                   f"{probe_.many:.3f} s a pass on {_threads()} threads and {probe_.one:.3f} s on one; the calibration "
+                   f"machine (65 min for a first default build): about {REFERENCE_PROBE_S:.3f} s and "
+                   f"{REFERENCE_PROBE_ONE_S:.3f} s, so this one runs at about {REFERENCE_PROBE_S / probe_.many:.2g}x "
+                   "its speed now. Other jobs on these cores slow the build (torch's threads most); "
+                   "the numbers only inform, nothing reads them.")
+    return "\n".join(out)
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def announce(profile: str, spec: dict, chapters: list[str], staged: Path, results_root: Path,
+             forced: str | None = None, artifacts: list[str] | None = None, out=None,
+             measure=probe) -> list[Line]:
+    """Print the plan (see the module docstring); return its lines. Never raises: a plan that
+    cannot be computed is a line that says why."""
+    out = out or sys.stdout
+    probe_ = Probe(measure)
+    try:
+        lines = artifact_lines(artifacts_of(spec, chapters) if artifacts is None else list(artifacts),
+                               results_root, probe_)
+        lines += chapter_lines(profile, spec, chapters, Path(staged), Path(results_root), forced, probe_)
+        print(format_plan(profile, lines, probe_), file=out, flush=True)
+        return lines
+    except Exception as exc:
+        print(f"[{profile}] plan: could not be computed ({type(exc).__name__}: {exc}); building anyway",
+              file=out, flush=True)
+        return []
+
+
+# --------------------------------------------------------------------------- progress
+PROGRESS_FIRST, PROGRESS_EVERY = 30.0, 60.0
+
+
+def cell_states(nb: dict) -> tuple[int, int, list[float], float | None]:
+    """(current cell, 1-based; cells; durations of the finished cells by index (NaN where not
+    finished); seconds the running cell has run, or None) from a notebook papermill is writing."""
+    cells = nb.get("cells", [])
+    durations, current, running = [], 0, None
+    now = time.time()
+    for k, c in enumerate(cells):
+        pm = c.get("metadata", {}).get("papermill", {})
+        status = pm.get("status")
+        if status == "completed":
+            durations.append(float(pm.get("duration") or 0.0))
+            current = k + 1
+        else:
+            durations.append(float("nan"))
+            if status == "running" and running is None:
+                current = k + 1
+                running = max(0.0, now - _parse_time(pm.get("start_time"), now))
+    return current, len(cells), durations, running
+
+
+def _parse_time(stamp: str | None, default: float) -> float:
+    if not stamp:
+        return default
+    from datetime import datetime, timezone
+
+    try:
+        t = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return default
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def cell_durations(nb: dict) -> list[float]:
+    """Each cell's duration as papermill recorded it in an executed notebook (0 where missing)."""
+    return [float(c.get("metadata", {}).get("papermill", {}).get("duration") or 0.0) for c in nb.get("cells", [])]
+
+
+def time_left(elapsed: float, current: int, durations: list[float], running: float | None,
+              last: list[float] | None = None, expected_s: float | None = None) -> float | None:
+    """Seconds left: with ``last`` (the last run's per-cell durations, as many cells), the cells
+    still to run at their last durations, scaled by this run's finished cells against the same
+    cells then (between 0.5 and 4); otherwise ``expected_s`` less ``elapsed`` (negative past it);
+    None without either."""
+    if last and len(last) == len(durations):
+        done = [k for k, d in enumerate(durations) if d == d]              # finished cells (not NaN)
+        then = sum(last[k] for k in done)
+        now = sum(durations[k] for k in done)
+        pace = min(4.0, max(0.5, now / then)) if then > 5.0 else 1.0
+        rest = [k for k in range(len(durations)) if k not in set(done)]
+        left = 0.0
+        for k in rest:
+            if running is not None and k == current - 1:
+                left += max(last[k] * pace - running, 0.0)
+            else:
+                left += last[k] * pace
+        return left
+    if expected_s is not None:
+        return expected_s - elapsed
+    return None
+
+
+class _Watcher(threading.Thread):
+    def __init__(self, label: str, notebook: Path, last: list[float] | None, expected_s: float | None,
+                 basis: str | None, out, first: float, every: float):
+        super().__init__(daemon=True, name=f"progress-{label}")
+        self.label, self.notebook, self.last, self.expected_s, self.basis = label, Path(notebook), last, expected_s, basis
+        self.out, self.first, self.every = out, first, every
+        self.stop = threading.Event()
+        self.t0 = time.time()
+
+    def line(self) -> str | None:
+        try:
+            nb = json.loads(self.notebook.read_text())
+        except (OSError, ValueError):
+            return None                      # not written yet, or caught mid-write
+        current, cells, durations, running = cell_states(nb)
+        elapsed = time.time() - self.t0
+        left = time_left(elapsed, current, durations, running, self.last, self.expected_s)
+        return progress_line(self.label, current, cells, elapsed, left, self.basis)
+
+    def run(self) -> None:
+        wait = self.first
+        while not self.stop.wait(wait):
+            try:
+                text = self.line()
+                if text:
+                    print(text, file=self.out or sys.stderr, flush=True)
+            except Exception:                # progress only informs
+                pass
+            wait = self.every
+
+
+@contextmanager
+def watch(profile: str, chapter: str, partial: Path, staged: Path, results_root: Path, out=None,
+          first: float = PROGRESS_FIRST, every: float = PROGRESS_EVERY):
+    """Progress lines for a chapter while papermill writes ``partial`` (see the module docstring)."""
+    last, basis, expected_s = None, None, None
+    try:
+        from . import buildcache as cache
+
+        executed = cache.executed_notebook(staged, chapter)
+        if executed.is_file():
+            last = cell_durations(json.loads(executed.read_text())) or None
+        if (profile, chapter) in EXPECTED:
+            expected_s, how = EXPECTED[(profile, chapter)]
+            basis = (f"last run {duration(expected_s)}" if how.startswith("last run")
+                     else f"estimated ~{duration(expected_s)}")
+        else:
+            rec = last_run(profile, chapter, staged, results_root)
+            if rec is not None:
+                expected_s, basis = rec["seconds"], f"last run {duration(rec['seconds'])}"
+        if last is not None and sum(last) <= 0:
+            last = None
+    except Exception:
+        pass
+    w = _Watcher(f"[{profile}] {chapter}", partial, last, expected_s, basis, out, first, every)
+    w.start()
+    try:
+        yield w
+    finally:
+        w.stop.set()
+        w.join(timeout=5)

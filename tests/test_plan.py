@@ -1,0 +1,297 @@
+"""The build's plan and progress lines (textglauber.plan): last recorded times where there are
+some, probe-based estimates that scale with the parameters where there are none, the artifacts'
+lines, and the progress formatter and watcher."""
+import io
+import json
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from textglauber import buildcache as cache
+from textglauber import params as P
+from textglauber import plan, train_mlm
+from textglauber.results import repo_root
+
+REF = (plan.REFERENCE_PROBE_ONE_S, plan.REFERENCE_PROBE_S)      # a machine as fast as the calibration one
+
+
+def no_probe():
+    raise AssertionError("the probe ran although every line had a recorded time")
+
+
+def offline():
+    return P.load_profile("offline")
+
+
+def lines_for(spec, chapters, tmp_path, status, measure=lambda: REF, forced=None, profile="offline"):
+    plan.EXPECTED.clear()
+    return plan.chapter_lines(profile, spec, chapters, tmp_path / "build" / profile, tmp_path / "results", forced,
+                              plan.Probe(measure), status=status)
+
+
+def runs(ch):
+    return False, "its inputs changed: parameters"
+
+
+# --------------------------------------------------------------------------- last runs
+def test_a_recorded_time_in_timings_json_is_the_expected_time(tmp_path):
+    (tmp_path / "results" / "offline").mkdir(parents=True)
+    (tmp_path / "results" / "offline" / "timings.json").write_text(json.dumps(
+        {"crossover": {"seconds": 790.0, "machine": "x86_64, 2 cores", "when": "2026-11-24 10:00"},
+         "traps": {"seconds": 345.0}}))
+    got = {ln.name: ln for ln in lines_for(offline(), ["crossover", "traps"], tmp_path, runs, measure=no_probe)}
+    assert got["crossover"].action == "run" and got["crossover"].seconds == 790.0
+    assert got["crossover"].basis == "last run: 790 s"
+    assert "last run: 790 s" in got["crossover"].text()
+    assert got["traps"].seconds == 345.0 and got["traps"].basis == "last run: 345 s"
+    assert plan.EXPECTED[("offline", "crossover")] == (790.0, "last run: 790 s")
+
+
+def test_the_stamp_wins_and_changed_parameters_rescale_its_time(tmp_path):
+    spec = offline()
+    staged = tmp_path / "build" / "offline"
+    prm = P.chapter_parameters("offline", "traps", tmp_path / "results", spec=spec)
+    prm.pop("results_root")
+    stamp = cache.stamp_path(staged, "traps")
+    cache.write_stamp(stamp, {"parameters": prm}, tmp_path / "none.ipynb", tmp_path / "none", 300.0)
+    (tmp_path / "results" / "offline").mkdir(parents=True)
+    (tmp_path / "results" / "offline" / "timings.json").write_text(json.dumps({"traps": {"seconds": 999.0}}))
+    [same] = lines_for(spec, ["traps"], tmp_path, runs, measure=no_probe)
+    assert same.seconds == 300.0 and same.basis == "last run: 300 s"
+    # the stamp's run had half the steps of the profile's now: the time above the overhead doubles
+    cache.write_stamp(stamp, {"parameters": {**prm, "steps": prm["steps"] // 2}}, tmp_path / "none.ipynb",
+                      tmp_path / "none", 300.0)
+    [scaled] = lines_for(spec, ["traps"], tmp_path, runs, measure=no_probe)
+    assert scaled.seconds == pytest.approx(plan.OVERHEAD_S + (300.0 - plan.OVERHEAD_S) * 2, rel=1e-6)
+    assert scaled.basis.startswith("last run: 300 s, scaled by 2x")
+
+
+# --------------------------------------------------------------------------- estimates
+def test_without_a_record_the_line_is_an_estimate_that_scales_with_the_parameters(tmp_path):
+    spec = offline()
+    [line] = lines_for(spec, ["crossover"], tmp_path, runs)
+    assert line.basis == f"estimated from a {plan.REFERENCE_PROBE_S:.2f} s probe"
+    assert line.text().split("]")[0].count("estimated from a 0.16 s probe: ~") == 1
+    assert line.seconds > 60
+    # doubling the chain-steps (trials) and the pairs roughly doubles the estimate
+    ch = spec["chapters"]["crossover"]["parameters"]
+    ch["trials"], ch["pairs"] = 2 * ch["trials"], 2 * ch["pairs"]
+    [twice] = lines_for(spec, ["crossover"], tmp_path, runs)
+    assert 1.8 < twice.seconds / line.seconds < 2.0
+    traps = offline()
+    [t1] = lines_for(traps, ["traps"], tmp_path, runs)
+    traps["chapters"]["traps"]["parameters"]["steps"] *= 2
+    [t2] = lines_for(traps, ["traps"], tmp_path, runs)
+    assert 1.9 < t2.seconds / t1.seconds < 2.0
+
+
+def test_the_estimate_follows_the_probe_and_the_calibration(tmp_path):
+    spec = offline()
+    chapters = list(plan.CALIBRATION_SECONDS)
+    at_ref = {ln.name: ln.seconds for ln in lines_for(spec, chapters, tmp_path, runs)}
+    slower = {ln.name: ln.seconds for ln in lines_for(spec, chapters, tmp_path, runs,
+                                                      measure=lambda: (2 * REF[0], 2 * REF[1]))}
+    for ch in chapters:
+        assert slower[ch] == pytest.approx(2 * at_ref[ch])
+    # at the calibration's parameters and probe, each chapter comes out at its calibration time
+    for ch, seconds in plan.CALIBRATION_SECONDS.items():
+        assert plan.estimate(ch, plan.CALIBRATION_PARAMETERS[ch], plan.Probe(lambda: REF)) == pytest.approx(seconds)
+
+
+def test_the_calibration_parameters_are_those_of_the_calibration_commit():
+    try:
+        text = subprocess.run(["git", "show", f"{plan.CALIBRATION_COMMIT}:params/offline.yaml"], cwd=repo_root(),
+                              capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip(f"git does not have {plan.CALIBRATION_COMMIT} here")
+    old = yaml.safe_load(text)
+    for ch, mine in plan.CALIBRATION_PARAMETERS.items():
+        theirs = {**old.get("defaults", {}), **old["chapters"][ch]["parameters"]}
+        assert plan.chapter_work(ch, theirs) == pytest.approx(plan.reference_work(ch)), ch
+        for key, value in mine.items():
+            if key in ("mlms", "models_", "model", "control"):
+                names = [m["name"] for m in (theirs[key] if isinstance(theirs[key], list) else [theirs[key]])]
+                assert names == [m["name"] for m in (value if isinstance(value, list) else [value])], (ch, key)
+            else:
+                assert theirs[key] == value, (ch, key)
+
+
+def test_skips_and_chapters_that_may_run_after_their_upstream(tmp_path):
+    spec = offline()
+
+    def status(ch):
+        return (False, "its inputs changed: notebook") if ch == "bounds" else (True, "inputs unchanged (key abc)")
+
+    got = {ln.name: ln for ln in lines_for(spec, ["bounds", "crossover", "traps"], tmp_path, status)}
+    assert got["traps"].action == "skip" and got["traps"].why == "inputs unchanged (key abc)"
+    assert got["bounds"].action == "run"
+    assert got["crossover"].action == "maybe" and "bounds" in got["crossover"].why
+    forced = lines_for(spec, ["traps"], tmp_path, status, forced="--force")
+    assert forced[0].action == "run" and forced[0].why == "--force"
+    text = plan.format_plan("offline", list(got.values()), plan.Probe(lambda: REF))
+    assert "up to" in text and "if the chapters marked 'maybe' run" in text
+
+
+def test_the_build_decision_is_the_stamp_status(tmp_path):
+    """Without a status function the plan asks buildcache.status, as run_chapters does: a fresh
+    build folder runs every chapter for the reason the build prints."""
+    spec = P.load_profile("smoke")
+    lines = plan.chapter_lines("smoke", spec, ["bounds"], tmp_path / "b" / "smoke", tmp_path / "r", None,
+                               plan.Probe(lambda: REF))
+    assert lines[0].action == "run" and lines[0].why.startswith("no finished run recorded")
+
+
+def test_announce_never_stops_a_build(tmp_path):
+    out = io.StringIO()
+    assert plan.announce("offline", {"chapters": {"nope": {}}}, ["nope"], tmp_path, tmp_path, artifacts=[],
+                         out=out, measure=lambda: REF) == []
+    assert "could not be computed" in out.getvalue()
+    failing = plan.Probe(lambda: 1 / 0)
+    assert failing() is None and "ZeroDivisionError" in failing.error
+
+
+# --------------------------------------------------------------------------- artifacts
+def test_artifact_lines_for_training_and_benchmark(tmp_path, monkeypatch):
+    monkeypatch.setattr(train_mlm, "models_root", lambda: tmp_path / "models")
+    [fresh] = plan.artifact_lines(["english"], tmp_path / "results", plan.Probe(lambda: REF))
+    assert fresh.action == "build" and fresh.why == "not trained here yet"
+    assert fresh.seconds == pytest.approx(plan.TRAINING_SECONDS["english"], rel=0.02)  # the preset calibrated on
+    # an interrupted training whose minilm start finished: only the rest is left
+    (tmp_path / "models" / "english.partial" / "minilm").mkdir(parents=True)
+    (tmp_path / "models" / "english.partial" / "minilm" / "run.json").write_text("{}")
+    [resume] = plan.artifact_lines(["english"], tmp_path / "results", plan.Probe(lambda: REF))
+    assert resume.action == "resume" and resume.seconds < 0.3 * fresh.seconds
+    (tmp_path / "models" / "english.partial" / "scratch").mkdir()
+    (tmp_path / "models" / "english.partial" / "scratch" / "progress.json").write_text(json.dumps({"step": 180}))
+    [half] = plan.artifact_lines(["english"], tmp_path / "results", plan.Probe(lambda: REF))
+    assert half.seconds < resume.seconds
+    [tiny] = plan.artifact_lines(["tiny"], tmp_path / "results", plan.Probe(lambda: REF))
+    assert tiny.seconds < 60
+
+    from textglauber import benchcache
+
+    monkeypatch.setattr(benchcache, "key", lambda name: {"arguments": benchcache.PRESETS[name], "code": "same"})
+    [todo] = plan.artifact_lines(["bench"], tmp_path / "results", plan.Probe(lambda: REF))
+    assert todo.action == "build" and todo.seconds == pytest.approx(plan.BENCH_SECONDS["bench"])
+    csv, stamp = benchcache.paths("bench", tmp_path / "results")
+    csv.parent.mkdir(parents=True)
+    csv.write_text("x\n")
+    stamp.write_text(json.dumps({"key": cache.digest(benchcache.key("bench"))}))
+    [done] = plan.artifact_lines(["bench"], tmp_path / "results", plan.Probe(no_probe))
+    assert done.action == "reuse" and done.seconds == 0.0 and "-" in done.text()
+
+
+def test_the_default_benchmark_times_one_step_a_call():
+    from textglauber import benchcache
+
+    args = benchcache.PRESETS["bench"]
+    assert args[args.index("--steps") + 1] == "1"
+    assert plan.BENCH_SECONDS["bench"] <= 180          # a few minutes on the calibration machine
+
+
+# --------------------------------------------------------------------------- progress
+def test_progress_line_format():
+    assert plan.progress_line("crossover", 9, 21, 240, 540, "last run 13 min") == \
+        "crossover: cell 9/21, 4 min elapsed, about 9 min left (last run 13 min)"
+    assert plan.progress_line("traps", 3, 13, 30, 20, None) == "traps: cell 3/13, 30 s elapsed, less than a minute left"
+    assert plan.progress_line("x", 1, 2, 3700, None, None) == "x: cell 1/2, 62 min elapsed, no estimate of the time left"
+    assert "past the estimate" in plan.progress_line("x", 1, 2, 700, -100, "estimated ~10 min")
+    assert [plan.duration(s) for s in (5, 150, 2700, 7500)] == ["5 s", "2.5 min", "45 min", "2 h 05 min"]
+
+
+def test_time_left_from_the_last_runs_cells():
+    last = [1.0, 100.0, 200.0, 100.0]
+    nan = float("nan")
+    # cells 1-2 done at the last run's pace, cell 3 running for 50 s: 150 s of it and 100 s after
+    assert plan.time_left(160.0, 3, [1.0, 100.0, nan, nan], 50.0, last) == pytest.approx(250.0)
+    # twice as slow so far: the rest is expected twice as slow too
+    assert plan.time_left(260.0, 3, [2.0, 200.0, nan, nan], 50.0, last) == pytest.approx(2 * 300 - 50)
+    # no last run (or another notebook): the estimate less the time elapsed
+    assert plan.time_left(100.0, 2, [1.0, nan], 10.0, None, expected_s=400.0) == 300.0
+    assert plan.time_left(100.0, 2, [1.0, nan], 10.0, [1.0, 2.0, 3.0], expected_s=None) is None
+
+
+def papermill_notebook(statuses, started=None):
+    cells = []
+    for st in statuses:
+        meta = {"status": st}
+        if st == "completed":
+            meta["duration"] = 2.0
+        if st == "running":
+            meta["start_time"] = started
+        cells.append({"cell_type": "code", "metadata": {"papermill": meta}, "source": "", "outputs": []})
+    return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def test_cell_states_reads_papermills_metadata():
+    from datetime import datetime, timedelta, timezone
+
+    started = (datetime.now(timezone.utc) - timedelta(seconds=30)).isoformat()
+    current, cells, durations, running = plan.cell_states(papermill_notebook(
+        ["completed", "completed", "running", "pending"], started))
+    assert (current, cells) == (3, 4) and durations[:2] == [2.0, 2.0] and 29 <= running <= 40
+
+
+def test_watch_prints_progress_lines_while_a_chapter_runs(tmp_path):
+    staged = tmp_path / "build" / "smoke"
+    last = cache.executed_notebook(staged, "bounds")
+    last.parent.mkdir(parents=True)
+    nb = papermill_notebook(["completed"] * 4)
+    for c, d in zip(nb["cells"], (1.0, 10.0, 60.0, 1.0)):
+        c["metadata"]["papermill"]["duration"] = d
+    last.write_text(json.dumps(nb))
+    partial = cache.partial_notebook(staged, "bounds")
+    partial.write_text(json.dumps(papermill_notebook(["completed", "running", "pending", "pending"],
+                                                     time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()))))
+    plan.EXPECTED[("smoke", "bounds")] = (72.0, "last run: 72 s")
+    out = io.StringIO()
+    with plan.watch("smoke", "bounds", partial, staged, tmp_path / "results", out=out, first=0.05, every=0.05):
+        time.sleep(0.4)
+    lines = out.getvalue().splitlines()
+    assert lines and lines[0].startswith("[smoke] bounds: cell 2/4, ")
+    # the running cell's 10 s (less the second or so it has run), then 60 s and 1 s at the last run's pace
+    left = int(lines[0].split("about ")[1].split(" s left")[0])
+    assert 65 <= left <= 71 and lines[0].endswith(" s left (last run 72 s)")
+
+
+def test_training_progress_lines():
+    rep = train_mlm.StepReport("minilm", 850, 100, first=0.0, every=60.0, out=io.StringIO())
+    line = rep.line(400, rep.t0 + 300.0)
+    assert line == "[train] minilm: step 400/850, 5 min elapsed, about 7.5 min left for this start"
+    rep(101)
+    rep(102)                                  # within a minute of the first line: nothing more
+    assert len(rep.out.getvalue().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- the probe itself
+def test_probe_leaves_the_process_as_it_was():
+    import torch
+
+    state, threads = torch.get_rng_state(), torch.get_num_threads()
+    one, many = plan.probe(budget_s=0.05)
+    assert one > 0 and many > 0
+    assert torch.equal(torch.get_rng_state(), state) and torch.get_num_threads() == threads
+
+
+def test_artifacts_measured_or_trained_before_under_other_keys_show_their_last_time(tmp_path, monkeypatch):
+    from dataclasses import asdict
+
+    from textglauber import benchcache
+
+    monkeypatch.setattr(benchcache, "key", lambda name: {"code": "now"})
+    csv, stamp = benchcache.paths("bench", tmp_path / "results")
+    csv.parent.mkdir(parents=True)
+    csv.write_text("x\n")
+    stamp.write_text(json.dumps({"key": "older code", "seconds": 140.0}))
+    [bench] = plan.artifact_lines(["bench"], tmp_path / "results", plan.Probe(no_probe))
+    assert (bench.action, bench.seconds, bench.basis) == ("build", 140.0, "last run: 140 s")
+
+    monkeypatch.setattr(train_mlm, "models_root", lambda: tmp_path / "models")
+    (tmp_path / "models" / "english").mkdir(parents=True)
+    settings = {**asdict(train_mlm.PRESETS["english"]), "steps": {"minilm": 425, "scratch": 180}}
+    (tmp_path / "models" / "english" / "manifest.json").write_text(json.dumps({"seconds": 900.0, "settings": settings}))
+    [english] = plan.artifact_lines(["english"], tmp_path / "results", plan.Probe(no_probe))
+    assert english.why == "trained under other settings"
+    assert english.basis == "last run: 900 s, scaled by 2x the work" and english.seconds == pytest.approx(1800.0)

@@ -51,8 +51,9 @@ estimates therefore rest on one machine's times, on a work count per chapter tha
 good as its formula (a run that stops early, as coupled pairs that meet do, costs less than its
 upper bound, which the calibration absorbs at the reference parameters only), and on two
 inferred constants: read them as the order of magnitude (tens of minutes or hours), not the
-minute. At the reference readings the default build now comes to about 75 min (crossover's
-budgets in sweeps, since 9ac1f6f, ask for 1.9 times the work they did at f52a2ef).
+minute. At the reference readings a first default build now comes to about 70 min (by these
+counts crossover's budgets in sweeps, since 9ac1f6f, ask for 1.5 times the work they did at
+f52a2ef, and the basins chapter's null chains 1.4 times).
 
 **Progress** (:func:`watch`). While papermill executes a chapter it saves the notebook after
 every cell, with each cell's status and duration in its metadata. A thread of the build reads
@@ -136,9 +137,9 @@ SHAPES = {
     "gpt2": (12, 768, 3072, 50257, 2),
     "sentence-transformers/all-mpnet-base-v2": (12, 768, 3072, 0, 2),
 }
-ROW_FLOOR = 0.8        # a scored row of any model costs at least this: the engine's and Python's overhead
-                       # per call. The smoke bounds chapter's 8,720 rows of 0.1M-parameter models took 32 s
-                       # (3.7 ms a row, building the models included) at a probe near the reference's
+ROW_FLOOR = 1.0        # a scored row of any model costs at least this: the engine's and Python's overhead
+                       # per step. The smoke bounds chapter's 8,720 rows of 0.1M-parameter models took 32 s
+                       # (3.7 ms a row) at a probe near the reference's, and its crossover chapter over 15 min
 COUPLING_SHARE = 0.2   # share of the coupling budget's upper bound that pairs spend (met pairs stop,
                        # the memoizing engine skips steps that change nothing); a guess, absorbed by
                        # the calibration at the reference parameters

@@ -420,6 +420,20 @@ def train_start(start: str, preset: Preset, data: Data, out: Path, seed: int, pr
     return run
 
 
+def _duration(seconds: float) -> str:
+    """'45 s', '7.5 min', '13 min', '2 h 05 min' (as textglauber.plan writes them; not imported from
+    there, so that the chapters that read this module do not depend on the build's modules)."""
+    s = max(0.0, float(seconds))
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 600:
+        return f"{s / 60:.1f}".removesuffix(".0") + " min"
+    if s < 90 * 60:
+        return f"{s / 60:.0f} min"
+    h, m = divmod(int(round(s / 60)), 60)
+    return f"{h} h {m:02d} min"
+
+
 class StepReport:
     """One line on standard error about every minute (the first after 30 s) while a start trains:
     the step, the time this session has run and the time left at its pace so far (the remaining
@@ -432,11 +446,9 @@ class StepReport:
         self.next = self.t0 + first
 
     def line(self, step: int, now: float) -> str:
-        from .plan import duration
-
         per_step = (now - self.t0) / max(1, step - self.step0)
-        return (f"[train] {self.label}: step {step}/{self.total}, {duration(now - self.t0)} elapsed, "
-                f"about {duration(per_step * (self.total - step))} left for this start")
+        return (f"[train] {self.label}: step {step}/{self.total}, {_duration(now - self.t0)} elapsed, "
+                f"about {_duration(per_step * (self.total - step))} left for this start")
 
     def __call__(self, step: int) -> None:
         now = time.time()

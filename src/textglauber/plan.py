@@ -107,7 +107,7 @@ CALIBRATION_PARAMETERS = {
                      "temperatures": [0.25, 0.5, 1.0, 2.0, 4.0], "pairs": 300, "budget": 5000, "rectangles": 1000,
                      "chains": 32},
 }
-OVERHEAD_S = 20.0               # per chapter at the reference speed: kernel, imports, models, figures
+OVERHEAD_S = 12.0               # per chapter at the reference speed: kernel, imports, models, figures
 FIXED_S = {"cost": 30.0}        # chapters with no work count: a fixed time at the reference speed
 # the English training preset on the calibration machine (850 MiniLM and 360 scratch steps)
 TRAINING_SECONDS = {"english": 28.5 * 60}
@@ -137,9 +137,14 @@ SHAPES = {
     "gpt2": (12, 768, 3072, 50257, 2),
     "sentence-transformers/all-mpnet-base-v2": (12, 768, 3072, 0, 2),
 }
-ROW_FLOOR = 1.0        # a scored row of any model costs at least this: the engine's and Python's overhead
-                       # per step. The smoke bounds chapter's 8,720 rows of 0.1M-parameter models took 32 s
-                       # (3.7 ms a row) at a probe near the reference's, and its crossover chapter over 15 min
+# A scored row of any model costs at least this much: the engine's and Python's own work. Where rows
+# come in large batches (bounds, incompatibility, ground truth's enumeration) that is little: the
+# smoke bounds chapter's 8,720 rows of 0.1M-parameter models took 7 s in all on an idle machine
+# (probe 0.07 s). A chain step is dearer (the memoizing engine's bookkeeping, the drift tracker):
+# the smoke crossover chapter's chains of the same models took 427 s there (probe 0.068 s), as many
+# seconds per counted row as the English MLM's at the reference.
+ROW_FLOOR = 0.2
+CHAIN_ROW_FLOOR = 1.0
 COUPLING_SHARE = 0.2   # share of the coupling budget's upper bound that pairs spend (met pairs stop,
                        # the memoizing engine skips steps that change nothing); a guess, absorbed by
                        # the calibration at the reference parameters
@@ -188,16 +193,21 @@ def _local_config(name: str) -> dict | None:
         return None
 
 
-def model_cost(name: str, n: int, *, head: bool = True, causal: bool = False) -> float:
+def model_cost(name: str, n: int, *, head: bool = True, causal: bool = False, floor: float = ROW_FLOOR) -> float:
     """One scored row of ``name`` at length ``n``, in rows of the MiniLM shape at n = 20: the
     encoder over n + 2 tokens and the head on one row (on every token for a causal model's
-    sequence probability; none with ``head=False``); at least ``ROW_FLOOR``."""
+    sequence probability; none with ``head=False``); at least ``floor``."""
     shape = _shape(name)
     if shape is None:
-        return ROW_FLOOR
+        return floor
     head_rows = (n + 2) if causal else (1 if head else 0)
     cost = _layer_cost(shape, n + 2) + head_rows * shape[1] * shape[3]
-    return max(ROW_FLOOR, cost / _REF_ROW)
+    return max(floor, cost / _REF_ROW)
+
+
+def step_cost(name: str, n: int) -> float:
+    """One chain-step's row (:func:`model_cost` with the chain engine's floor)."""
+    return model_cost(name, n, floor=CHAIN_ROW_FLOOR)
 
 
 def _items(value) -> list:
@@ -265,16 +275,16 @@ def chapter_work(chapter: str, prm: dict) -> float | None:
         work = 0.0
         for n in p["lengths"]:
             steps = int(p["sweeps"]) * n if "sweeps" in p else int(p["steps"])
-            per_step = model_cost(name, n) + _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
+            per_step = step_cost(name, n) + _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
             work += int(p["trials"]) * len(p["drift_temperatures"]) * steps * per_step
         for n in p.get("coupling_lengths") or p["lengths"]:
             budget = int(p["budget_sweeps"]) * n if "budget_sweeps" in p else int(p["budget"])
             work += (COUPLING_SHARE * 2 * int(p["pairs"]) * len(p["coupling_temperatures"]) * budget
-                     * model_cost(name, n))
+                     * step_cost(name, n))
         return work
     if chapter == "traps":
         m, n = p["model"], int(p["seq_len"])
-        per_step = model_cost(_name(m), n) + _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
+        per_step = step_cost(_name(m), n) + _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
         return int(p["chains"]) * int(p["steps"]) * per_step
     if chapter == "basins":
         n, steps = int(p["seq_len"]), int(p["steps"])
@@ -283,10 +293,10 @@ def chapter_work(chapter: str, prm: dict) -> float | None:
         mlms = [_name(m) for m in _items(p.get("mlms"))]
         scorer = str(p.get("topic_scorer", "")).partition(":")[2] or "package:all-MiniLM-L6-v2"
         records = steps / max(1, int(p.get("score_every", 1)))
-        work = sum(chains * (steps * model_cost(m, n) + records * model_cost(scorer, n, head=False)) for m in mlms)
+        work = sum(chains * (steps * step_cost(m, n) + records * model_cost(scorer, n, head=False)) for m in mlms)
         if mlms:
             prefix = int(p.get("prefix_chains", 0))
-            work += prefix * (steps * model_cost(mlms[0], n + 6) + model_cost(scorer, n + 6, head=False))
+            work += prefix * (steps * step_cost(mlms[0], n + 6) + model_cost(scorer, n + 6, head=False))
         return work
     if chapter == "ground_truth":
         temps = len(_items(p.get("temperatures")))
@@ -530,7 +540,8 @@ def chapter_lines(profile: str, spec: dict, chapters: list[str], staged: Path, r
     return lines
 
 
-def expected(profile: str, chapter: str, prm: dict, staged: Path, results_root: Path, probe_: Probe) -> tuple[float | None, str]:
+def expected(profile: str, chapter: str, prm: dict, staged: Path, results_root: Path,
+             probe_: Probe) -> tuple[float | None, str]:
     """(seconds, basis) of one chapter: the last recorded run, else the probe's estimate."""
     last = last_run(profile, chapter, staged, results_root)
     if last is not None:
@@ -554,7 +565,8 @@ def _training_line(name: str, probe_: Probe) -> Line:
     _, preset = train_mlm.resolve_preset(name)
     work, done = training_work(preset), 0.0
     partial = out.with_name(out.name + ".partial")
-    action, why = "build", "not trained here yet" if not (out / "manifest.json").exists() else "trained under other settings"
+    trained_before = (out / "manifest.json").exists()
+    action, why = "build", "trained under other settings" if trained_before else "not trained here yet"
     if partial.is_dir():
         done = training_done(preset, partial)
         if done:

@@ -1,6 +1,6 @@
 """Train an English masked LM offline (the `offline` profile has no other).
 
-    python -m textglauber.train_mlm                      # preset "english": fixed steps, 28 to 59 minutes on 2 cores
+    python -m textglauber.train_mlm                      # preset "english": fixed steps, 28 to 89 minutes on 2 cores
     python -m textglauber.train_mlm --preset tiny        # seconds; the smoke profile's stand-in
     python -m textglauber.train_mlm --max-steps 30 --out DIR   # every start stops after 30 steps
 
@@ -50,8 +50,8 @@ way: 2.44 CPU s a step, 9.3 s an evaluation, so ~1.35 s a step on 2 threads: ~36
 minutes less ~1 minute of evaluation. Contention may still inflate CPU time somewhat (cold
 caches after each time slice), so a quiet machine may finish sooner; the counts, not the
 time, define the model. Measured since: a fresh clone's default build trained the preset in 28.5
-minutes on one 2-core machine (2026-11-24) and 59 on another (2026-11-25); see README, "How long
-a first build takes".
+minutes on one 2-core machine (2026-11-24), 59 on another and 89 on a third shared with other
+jobs (2026-11-25); see README, "How long a first build takes".
 """
 from __future__ import annotations
 

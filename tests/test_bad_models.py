@@ -239,3 +239,14 @@ def test_a_cached_hub_model_is_checked_in_its_snapshot(folders, monkeypatch, tmp
     models.check_models([Wanted("someone/tiny-gpt2", "causal")])
     with pytest.raises(ModelMismatchError, match="'someone/tiny-gpt2' .*should be a masked LM, but it is a causal LM"):
         models.check_models([Wanted("someone/tiny-gpt2", "mlm", "bounds mlms")])
+
+
+def test_a_window_longer_than_the_model_takes_is_refused_from_its_config():
+    """seq_len 1000 on the tiny MLM (64 positions) ran to the notebook and failed there with a
+    traceback; the pre-flight reads max_position_embeddings from config.json and names the key."""
+    from textglauber.models import Wanted, length_problems
+
+    lines = length_problems([Wanted("tiny-mlm", "mlm")], 1000, "seq_len")
+    assert len(lines) == 1 and "seq_len = 1000" in lines[0] and "at most 64 positions" in lines[0]
+    assert length_problems([Wanted("tiny-mlm", "mlm")], 62, "seq_len") == []
+    assert length_problems([Wanted("tiny-mlm", "mlm")], 63, "seq_len") != []

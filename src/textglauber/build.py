@@ -70,8 +70,23 @@ def preflight(profile: str, chapters: list[str]) -> None:
         except error as exc:
             problems.append(str(exc))
     problems += P.window_problems(profile, chapters)       # a window longer than its corpus holds
+    problems += _length_problems(profile, chapters)         # a window longer than its model takes
     if problems:
         raise SystemExit(f"profile {profile!r} cannot run:\n" + "\n".join(problems))
+
+
+def _length_problems(profile: str, chapters: list[str]) -> list[str]:
+    """Windows longer than a chapter's masked or causal LMs take (config.json alone, no weights)."""
+    from .models import length_problems, wanted_models
+
+    out = []
+    for ch in chapters:
+        prm = P.chapter_parameters(profile, ch)
+        longest = {k: max(v) if isinstance(v, list) else v for k, v in prm.items() if k in P.WINDOW_KEYS and v}
+        for key, n in longest.items():
+            out += [f"{P.where(P.profile_path(profile))}: chapter {ch!r}: {line}"
+                    for line in length_problems(wanted_models(prm, ch), int(n), key)]
+    return out
 
 
 def build_artifacts(names: list[str], results_root: Path | None = None) -> None:

@@ -580,6 +580,35 @@ def check_models(wanted: list[Wanted]) -> None:
         raise (ModelMismatchError if mismatched else ModelUnavailableError)("\n".join(problems))
 
 
+def config_positions(cfg: dict) -> int | None:
+    """The longest input a config's model accepts, special tokens included (as :func:`_max_positions`
+    reads it from a loaded model), or None when the config does not say."""
+    mp = cfg.get("max_position_embeddings") or cfg.get("n_positions")
+    if not isinstance(mp, int) or mp <= 0:
+        return None
+    return mp - 2 if cfg.get("model_type") in ("roberta", "xlm-roberta", "camembert", "longformer") else mp
+
+
+def length_problems(wanted: list[Wanted], longest: int, label: str) -> list[str]:
+    """One line per masked or causal LM among ``wanted`` whose config cannot take ``longest`` content
+    tokens plus two special tokens (the frame of every model here is at most two); read from
+    config.json alone. Models that cannot be resolved are left to :func:`check_models`."""
+    import json
+
+    out = []
+    for name in dict.fromkeys(w.name for w in wanted if w.role in ("mlm", "causal")):
+        try:
+            folder = model_folder(resolve(name))
+            cfg = json.loads((folder / "config.json").read_text()) if folder else None
+        except (ModelUnavailableError, ValueError, OSError):
+            continue
+        mp = config_positions(cfg) if cfg else None
+        if mp is not None and longest + 2 > mp:
+            out.append(f"{label} = {longest}: model {name!r} takes at most {mp} positions, so at most {mp - 2} "
+                       "tokens with its special tokens")
+    return out
+
+
 # --------------------------------------------------------------------------- loading
 @dataclass
 class LoadedModel:

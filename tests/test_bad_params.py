@@ -136,10 +136,10 @@ CASES = [
     # relations
     ("fixed_t", "crossover", "fixed_t", 41,
      "chapter 'crossover': fixed_t = 41: must be at most sweeps * min(lengths) = 10 * 4 = 40 steps"),
-    ("reference", "crossover", "reference_sweeps", 61, "chapter 'crossover': reference_sweeps = 61: must be at most "
-                                                       "budget_sweeps = 60"),
-    ("coupon", "crossover", "budget_sweeps", 30, "chapter 'crossover': budget_sweeps = 30: must be at least fast_within * "
-                                                 "ln(max coupling length) = 10 * ln(32) = 34.7"),
+    ("reference", "crossover", "reference_sweeps", 31, "chapter 'crossover': reference_sweeps = 31: must be at most "
+                                                       "budget_sweeps = 30"),
+    ("coupon", "crossover", "budget_sweeps", 20, "chapter 'crossover': budget_sweeps = 20: must be at least fast_within * "
+                                                 "ln(max coupling length) = 8 * ln(32) = 27.7"),
     ("record_every", "crossover", "record_every", 41, "chapter 'crossover': record_every = 41: must be at most "
                                                       "fixed_t = 40"),
     ("window", "traps", "window", 9, "chapter 'traps': window = 9: must be at least 2 * record_every = 10"),

@@ -77,6 +77,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from .train_mlm import duration   # one formatter for the plan, the progress lines and training
+
+
 # --------------------------------------------------------------------------- calibration
 CALIBRATION_COMMIT = "f52a2ef"
 # wall seconds of each chapter on the calibration machine (2026-11-24, 2 cores, profile offline)
@@ -430,21 +433,6 @@ class Probe:
 
 
 # --------------------------------------------------------------------------- formatting
-def duration(seconds: float | None) -> str:
-    """'45 s', '2.5 min', '13 min', '2 h 05 min'."""
-    if seconds is None or not math.isfinite(seconds):
-        return "?"
-    s = max(0.0, float(seconds))
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 600:
-        return f"{s / 60:.1f}".removesuffix(".0") + " min"
-    if s < 90 * 60:
-        return f"{s / 60:.0f} min"
-    h, m = divmod(int(round(s / 60)), 60)
-    return f"{h} h {m:02d} min"
-
-
 def progress_line(label: str, cell: int, cells: int, elapsed: float, left: float | None, basis: str | None) -> str:
     """``crossover: cell 9/21, 4 min elapsed, about 9 min left (last run 13 min)``. A negative
     ``left`` is the time past the estimate."""

@@ -420,9 +420,12 @@ def train_start(start: str, preset: Preset, data: Data, out: Path, seed: int, pr
     return run
 
 
-def _duration(seconds: float) -> str:
-    """'45 s', '7.5 min', '13 min', '2 h 05 min' (as textglauber.plan writes them; not imported from
-    there, so that the chapters that read this module do not depend on the build's modules)."""
+def duration(seconds: float | None) -> str:
+    """'45 s', '7.5 min', '13 min', '2 h 05 min'; '?' for an unknown time. The build's plan and
+    progress lines use it too (it lives here so that the chapters that import this module do not
+    depend on the build's modules)."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
     s = max(0.0, float(seconds))
     if s < 90:
         return f"{s:.0f} s"
@@ -447,8 +450,8 @@ class StepReport:
 
     def line(self, step: int, now: float) -> str:
         per_step = (now - self.t0) / max(1, step - self.step0)
-        return (f"[train] {self.label}: step {step}/{self.total}, {_duration(now - self.t0)} elapsed, "
-                f"about {_duration(per_step * (self.total - step))} left for this start")
+        return (f"[train] {self.label}: step {step}/{self.total}, {duration(now - self.t0)} elapsed, "
+                f"about {duration(per_step * (self.total - step))} left for this start")
 
     def __call__(self, step: int) -> None:
         now = time.time()

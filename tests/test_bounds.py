@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from textglauber import exact, influence, margins
-from textglauber.chain import ChainSpec, run
 
 
 def _direct_conditional_scores(lm, vocab_ids, x, i):

@@ -68,7 +68,7 @@ def project(tmp_path, monkeypatch):
         monkeypatch.setattr(mod, "repo_root", lambda: root)
     monkeypatch.setattr(C, "PACKAGE_DIR", pkg)
     monkeypatch.setattr(C, "PACKAGE", "fakepkg")
-    monkeypatch.setattr(C, "environment", lambda: {"python": "3.x", "torch": "1"})
+    monkeypatch.setattr(C, "versions", lambda: {"python": "3.x", "torch": "1"})
     return root
 
 
@@ -160,7 +160,7 @@ def test_key_changes_with_each_input_and_nothing_else(project, monkeypatch, tmp_
 
     def env():
         """the version of a package that computes the numbers"""
-        monkeypatch.setattr(C, "environment", lambda: {"python": "3.x", "torch": "2"})
+        monkeypatch.setattr(C, "versions", lambda: {"python": "3.x", "torch": "2"})
 
     for change, moved in ((prose, "a"), (code, "a"), (tag, "b"), (parameter, "a"), (module_imported, "a"),
                           (module_reached, "a"), (module_of_b, "b"), (package_data, "abc"), (model, "a"), (corpus, "a"),

@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from textglauber import build, corpus, models, results
+from textglauber import build, corpus, models, paths
 
 MARCO_ROWS = [{"query": "q1", "passages": {"is_selected": [0, 1], "passage_text": ["first passage.", "second one."]}},
               {"query": "q2", "passages": {"is_selected": [1], "passage_text": ["third passage here."]}}]
@@ -16,7 +16,7 @@ MARCO_TEXTS = ["first passage.", "second one.", "third passage here."]
 @pytest.fixture
 def root(tmp_path, monkeypatch):
     """A stand-in repository root, and a working directory elsewhere (as the chapters have)."""
-    monkeypatch.setattr(results, "repo_root", lambda: tmp_path)
+    monkeypatch.setattr(paths, "repo_root", lambda: tmp_path)
     cwd = tmp_path / "book"
     cwd.mkdir()
     monkeypatch.chdir(cwd)

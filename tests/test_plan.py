@@ -12,7 +12,7 @@ import yaml
 from textglauber import buildcache as cache
 from textglauber import params as P
 from textglauber import plan, train_mlm
-from textglauber.results import repo_root
+from textglauber.paths import repo_root
 
 REF = (plan.REFERENCE_PROBE_ONE_S, plan.REFERENCE_PROBE_S)      # a machine as fast as the calibration one
 
@@ -154,7 +154,7 @@ def test_announce_never_stops_a_build(tmp_path):
 
 # --------------------------------------------------------------------------- artifacts
 def test_artifact_lines_for_training_and_benchmark(tmp_path, monkeypatch):
-    monkeypatch.setattr(train_mlm, "models_root", lambda: tmp_path / "models")
+    monkeypatch.setenv("TEXTGLAUBER_MODELS", str(tmp_path / "models"))
     [fresh] = plan.artifact_lines(["english"], tmp_path / "results", plan.Probe(lambda: REF))
     assert fresh.action == "build" and fresh.why == "not trained here yet"
     assert fresh.seconds == pytest.approx(plan.TRAINING_SECONDS["english"], rel=0.02)  # the preset calibrated on
@@ -298,7 +298,7 @@ def test_artifacts_measured_or_trained_before_under_other_keys_show_their_last_t
     [bench] = plan.artifact_lines(["bench"], tmp_path / "results", plan.Probe(no_probe))
     assert (bench.action, bench.seconds, bench.basis) == ("build", 140.0, "last run: 140 s")
 
-    monkeypatch.setattr(train_mlm, "models_root", lambda: tmp_path / "models")
+    monkeypatch.setenv("TEXTGLAUBER_MODELS", str(tmp_path / "models"))
     (tmp_path / "models" / "english").mkdir(parents=True)
     settings = {**asdict(train_mlm.PRESETS["english"]), "steps": {"minilm": 425, "scratch": 180}}
     (tmp_path / "models" / "english" / "manifest.json").write_text(json.dumps({"seconds": 900.0, "settings": settings}))

@@ -1,12 +1,10 @@
 """Semantic drift, exact hitting times, censored medians and the growth-law comparison against
 independent answers: known cosines, brute force, hand-computed Kaplan-Meier, closed forms and
 synthetic laws."""
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from textglauber import exact, growth, semantics
 

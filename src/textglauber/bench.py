@@ -49,6 +49,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from . import provenance
+
 
 MATMUL_SIZE = 2048          # square fp32 multiply that reaches this CPU's rate
 GPU_MATMUL_SIZE = 8192      # a GPU needs a larger one to reach its bf16 rate
@@ -73,7 +75,7 @@ def flops_per_step(cfg, n_tokens: int, head_cols: int) -> float:
 
 
 def bert_base_random(device, dtype):
-    from transformers import BertConfig, BertForMaskedLM, BertTokenizer
+    from transformers import BertConfig, BertForMaskedLM
 
     from . import tiny
     from .models import LoadedModel
@@ -369,20 +371,6 @@ def _with_speedups(rows) -> pd.DataFrame:
     return df
 
 
-def _machine(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()}, {torch.get_num_threads()} threads"
-    except OSError:
-        pass
-    import platform
-
-    return f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
-
-
 def _write_table(df: pd.DataFrame, out: Path, a, argv, models_wanted, dev) -> None:
     """The finished table, its JSON record (arguments, command, machine), and no partial file."""
     from .results import write_manifest
@@ -392,7 +380,7 @@ def _write_table(df: pd.DataFrame, out: Path, a, argv, models_wanted, dev) -> No
     write_manifest(out.parent, name=out.with_suffix(".json").name, parameters=vars(a),
                    models=[{"name": m} for m in models_wanted], seed=SEED, tables=[out.name],
                    extra={"command": " ".join(["python -m textglauber.bench", *(sys.argv[1:] if argv is None else argv)]),
-                          "machine": _machine(dev)})
+                          "machine": provenance.machine_line(dev, torch.get_num_threads())})
 
 
 def main(argv=None) -> int:
@@ -434,7 +422,7 @@ def main(argv=None) -> int:
     a.steps = 3 if a.steps is None else a.steps
     from .device import pick_device, pick_dtype
     from .models import check_available
-    from .results import repo_root
+    from .paths import repo_root
 
     dev = pick_device(a.device)                      # bad device or dtype: one error before any compute
     pick_dtype(a.dtype, dev)
@@ -659,23 +647,19 @@ def metastable_cell_key(record: dict) -> str:
     """What a measured cell depends on: its coordinates and lengths, the library code the
     benchmark can reach, the installed versions and the machine. A resumed grid re-uses a cell
     only when this matches (16 hex digits)."""
-    from . import buildcache
-
-    return buildcache.digest({**record, **_key_context(), "threads": torch.get_num_threads()})[:16]
+    return provenance.digest({**record, **_key_context(), "threads": torch.get_num_threads()})[:16]
 
 
 @functools.lru_cache(maxsize=1)
 def _key_context() -> dict:
-    from . import benchcache, buildcache
+    from . import benchcache
 
-    return {"code": benchcache.code(), "machine": benchcache.machine(), "environment": buildcache.environment()}
+    return {"code": benchcache.code(), "machine": provenance.machine(), "environment": provenance.versions()}
 
 
 def _cell_seed(*coords) -> int:
     """A seed (below 2^31) that depends on :data:`SEED` and the given coordinates alone."""
-    from . import buildcache
-
-    return int(buildcache.digest([SEED, *coords])[:8], 16) >> 1
+    return int(provenance.digest([SEED, *coords])[:8], 16) >> 1
 
 
 def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, steps: int = 400, burn: int = 100,
@@ -717,7 +701,7 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
     replaces any older row at the same coordinates (model, n, start, temperature). ``commit`` names
     the code of each cell."""
     from . import models as M
-    from .results import git_commit
+    from .provenance import git_commit
     from . import vocabulary
     from .chain import ChainSpec, run
     from .device import pick_device, pick_dtype
@@ -857,7 +841,7 @@ def _is_cut(row) -> bool:
 def _main_metastable(a, argv) -> int:
     from .device import pick_device, pick_dtype
     from .models import ModelUnavailableError, check_available
-    from .results import repo_root
+    from .paths import repo_root
 
     dev = pick_device(a.device)
     pick_dtype(a.dtype, dev)

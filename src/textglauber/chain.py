@@ -1210,7 +1210,7 @@ def run(scorer: Scorer, init: torch.Tensor, spec: ChainSpec, seed: int, *, out_d
 
 
 def _write_manifest(out_dir: Path, spec: ChainSpec, seed: int, model_id: str, scorer, init: torch.Tensor) -> None:
-    from .results import git_commit, versions
+    from .provenance import git_commit, versions
 
     lm = getattr(scorer, "lm", None)
     manifest = {"parameters": asdict(spec), "seed": seed, "model": model_id,

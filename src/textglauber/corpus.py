@@ -70,7 +70,7 @@ TEXT_COLUMNS = ("text", "passage", "passage_text")
 
 
 def _build_root() -> Path:
-    from .results import repo_root
+    from .paths import repo_root
 
     return repo_root() / "_build"
 
@@ -79,7 +79,7 @@ def msmarco_local() -> Path | None:
     """The local MS MARCO copy the build would read, or None."""
     import os
 
-    from .models import local_path
+    from .paths import local_path
 
     env = os.environ.get("TEXTGLAUBER_MSMARCO")
     if env:
@@ -240,7 +240,7 @@ SOURCES = {"tiny": _tiny, "english": _english, "antibody": _antibody, "reactions
 
 
 def _is_path(source: str) -> bool:
-    from .models import local_path
+    from .paths import local_path
 
     return ("/" in source or source.startswith((".", "~")) or Path(source).suffix in (".parquet", ".jsonl", ".json", ".txt")
             or local_path(source).exists())
@@ -253,7 +253,7 @@ def texts(source: str) -> list[str]:
     if source in SOURCES:
         return SOURCES[source]()
     if _is_path(source):
-        from .models import local_path
+        from .paths import local_path
 
         path = local_path(source)
         if not path.exists():
@@ -264,7 +264,8 @@ def texts(source: str) -> list[str]:
 
 def check_available(sources: list[str]) -> None:
     """Every corpus a run will read, checked without reading it: one error naming each missing one."""
-    from .models import _hub_reachable, local_path
+    from .models import _hub_reachable
+    from .paths import local_path
 
     problems = []
     for src in sorted(set(sources)):

@@ -24,7 +24,7 @@ import pandas as pd
 
 from . import params as P
 from . import reported
-from .results import repo_root
+from .paths import repo_root
 from .tables import interval, number
 
 PREPRINT = "preprint (arXiv 2605.16378)"
@@ -405,7 +405,7 @@ def collect(results_root: str | Path, profile: str, stamps: str | Path | None = 
 
 
 def _collect(root: Path, profile: str, spec: dict) -> Findings:
-    from .results import git_commit
+    from .provenance import git_commit
 
     chapters = sorted(spec["chapters"].items(), key=lambda kv: kv[1]["notebook"])
     models, commits, dirty, times, rows = [], {}, [], [], []

@@ -34,6 +34,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from .paths import local_path
 from .device import SCORE_DTYPE, pick_device, pick_dtype
 from .vocabulary import AllowedVocab
 
@@ -95,15 +96,6 @@ def _is_repo_id(repo: str) -> bool:
         return False
 
 
-def local_path(name: str) -> Path:
-    """Where a local model or corpus path points. Relative paths are taken from the repository
-    root, whatever the working directory (the chapters run from ``book/``, the CLI from anywhere)."""
-    from .results import repo_root
-
-    p = Path(name).expanduser()
-    return (p if p.is_absolute() else repo_root() / p).resolve()
-
-
 def resolve(name: str) -> ModelSource:
     """Find a model's files without loading it; raise one clear error if impossible."""
     if not isinstance(name, str) or not name.strip():
@@ -113,7 +105,7 @@ def resolve(name: str) -> ModelSource:
 
         return ModelSource(name=name, path=str(tiny.build(name)), is_hub=False)
     if name.startswith("trained:"):
-        from .train_mlm import models_root
+        from .paths import models_root
 
         run = name.split(":", 1)[1]
         run, _, sub = run.partition("@")          # trained:english@minilm/ckpt-2 names a checkpoint
@@ -137,7 +129,7 @@ def resolve(name: str) -> ModelSource:
         raise ModelUnavailableError(f"model {name!r}: no such local directory ({local})")
     repo, _, revision = name.partition("@")
     if not _is_repo_id(repo):
-        from .standins import root as standins_root
+        from .paths import standins_root
 
         fix = (" Fix: python -m textglauber.standins  (./run_all.sh --profile standin builds them first)"
                if local.is_relative_to(standins_root()) else "")

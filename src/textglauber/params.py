@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from .results import repo_root
+from .paths import repo_root
 
 NAME_RE = r"^[A-Za-z0-9_-]+$"     # a profile or chapter name: also a folder under results/ and _build/
 

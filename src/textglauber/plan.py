@@ -77,6 +77,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import paths
 from .train_mlm import duration   # one formatter for the plan, the progress lines and training
 
 
@@ -188,7 +189,7 @@ def _local_config(name: str) -> dict | None:
     if not name or name.startswith(("package:", "trained:")) or ":" in name:
         return None
     try:
-        from .models import local_path
+        from .paths import local_path
 
         f = local_path(name) / "config.json"
         return json.loads(f.read_text()) if f.is_file() else None
@@ -547,7 +548,7 @@ def expected(profile: str, chapter: str, prm: dict, staged: Path, results_root: 
 def _training_line(name: str, probe_: Probe) -> Line:
     from . import train_mlm
 
-    out = train_mlm.models_root() / name
+    out = paths.models_root() / name
     if train_mlm._is_current(out, name):
         return Line("artifact", name, "reuse", f"trained before with these settings ({out})", 0.0, "")
     _, preset = train_mlm.resolve_preset(name)
@@ -667,7 +668,7 @@ def _artifact_line(name: str, results_root: Path, probe_: Probe) -> Line:
                     probe_.scale(0.0, BENCH_SECONDS.get(name, 300.0)), probe_.basis())
     if name == "standins":
         todo = [s for s in list(standins.STANDINS) + [standins.MSMARCO_DIR]
-                if not standins._done(standins.root() / s, standins._wanted(s))]
+                if not standins._done(paths.standins_root() / s, standins._wanted(s))]
         if not todo:
             return Line("artifact", name, "reuse", "every stand-in built before", 0.0, "")
         share = len(todo) / (len(standins.STANDINS) + 1)

@@ -461,7 +461,7 @@ def along_training(run: str, *, n: int, count: int, top_k: int, temperature: flo
 
     from . import corpus, models
     from .stats import cluster_bootstrap_ci
-    from .train_mlm import models_root
+    from .paths import models_root
     from .vocabulary import allowed_vocabulary
 
     folder = models_root() / run

@@ -4,27 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
-import subprocess
-import sys
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
 
-PACKAGES = ("textglauber", "torch", "transformers", "tokenizers", "numpy", "pandas", "pyarrow",
-            "sentence-transformers", "papermill", "jupyter-book")
-
-
-def repo_root() -> Path:
-    here = Path(__file__).resolve()
-    for p in here.parents:
-        if (p / "params").is_dir() and (p / "_toc.yml").exists():
-            return p
-    return Path.cwd()
-
+from .provenance import git_commit, versions
 
 RESUMABLE = ("chains",)        # folders a chapter resumes from (chain.run's chunks and checkpoint)
 
@@ -51,28 +37,6 @@ def chapter_dir(results_root: str | Path, profile: str, chapter: str) -> Path:
         else:
             entry.unlink()
     return d
-
-
-def git_commit() -> dict:
-    def git(*args):
-        return subprocess.run(["git", *args], cwd=repo_root(), capture_output=True, text=True, timeout=10)
-
-    try:
-        head = git("rev-parse", "HEAD").stdout.strip() or None
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no").stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        head, dirty = None, None
-    return {"commit": head, "dirty": dirty}
-
-
-def versions() -> dict:
-    out = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for name in PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
 
 
 def write_manifest(folder: str | Path, *, parameters: dict, models: list[dict], seed: int,

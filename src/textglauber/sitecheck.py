@@ -360,7 +360,7 @@ def check_site(html_dir: str | Path, shots_dir: str | Path | None = None, widths
     html_dir = Path(html_dir)
     shots = Path(shots_dir) if shots_dir else html_dir.parent / "screenshots"
     if machine_paths is None:
-        from .results import repo_root
+        from .paths import repo_root
         machine_paths = (str(repo_root()), str(Path.home()) + "/")
     found = pages(html_dir)
     if not found:

@@ -36,6 +36,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .paths import standins_root
+
 SEED = 0
 BPE_VOCAB = 4000
 MAX_POSITIONS = 512
@@ -67,12 +69,6 @@ STANDINS = {
 }
 MSMARCO_DIR = "msmarco"
 MSMARCO_ROWS = 600
-
-
-def root() -> Path:
-    from .results import repo_root
-
-    return repo_root() / "_build" / "standins"
 
 
 def _key(obj) -> str:
@@ -253,7 +249,7 @@ def _save(recipe: Recipe, model, tok, out: Path) -> None:
 
 def build_model(name: str, texts: list[str] | None = None, force: bool = False) -> Path:
     recipe = STANDINS[name]
-    folder = root() / name
+    folder = standins_root() / name
     key = _wanted(name)
     if _done(folder, key) and not force:
         return folder
@@ -280,7 +276,7 @@ def build_msmarco(texts: list[str] | None = None, force: bool = False) -> Path:
     """An MS MARCO-shaped ``datasets`` folder (the v1.1 columns) of English package passages."""
     from datasets import Dataset
 
-    folder = root() / MSMARCO_DIR
+    folder = standins_root() / MSMARCO_DIR
     key = _wanted(MSMARCO_DIR)
     if _done(folder, key) and not force:
         return folder
@@ -309,7 +305,7 @@ def ensure(force: bool = False, progress: bool = True) -> Path:
     """Every stand-in, built once (a few minutes on 2 cores) and cached under _build/standins/."""
     texts = None
     for name in list(STANDINS) + [MSMARCO_DIR]:
-        if _done(root() / name, _wanted(name)) and not force:
+        if _done(standins_root() / name, _wanted(name)) and not force:
             continue
         if texts is None:
             texts = _english_texts()
@@ -319,7 +315,7 @@ def ensure(force: bool = False, progress: bool = True) -> Path:
             build_msmarco(texts, force)
         else:
             build_model(name, texts, force)
-    return root()
+    return standins_root()
 
 
 def main(argv=None) -> int:

@@ -70,6 +70,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from .paths import models_root
+
 RESUME_FORMAT = 1
 
 
@@ -108,12 +110,6 @@ PRESETS = {
 
 class TrainingTimeGuard(RuntimeError):
     """A training ran past ``Preset.max_hours``: something is wrong with the machine or the preset."""
-
-
-def models_root() -> Path:
-    from .results import repo_root
-
-    return Path(os.environ.get("TEXTGLAUBER_MODELS", repo_root() / "_build" / "models"))
 
 
 def _minilm_dir() -> Path:
@@ -533,7 +529,7 @@ def train(preset_name: "str | Preset" = "english", out: str | Path | None = None
     continues from its last saved state, any other call starts afresh. With ``reuse``, a finished
     ``out`` with the same key is returned without training."""
     from . import corpus
-    from .results import git_commit, versions
+    from .provenance import git_commit, versions
 
     preset_name, preset = resolve_preset(preset_name, max_steps, max_hours)
     out = Path(out) if out else models_root() / preset_name

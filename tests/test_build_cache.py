@@ -13,6 +13,7 @@ import yaml
 
 from textglauber import build, params as P
 from textglauber import buildcache as C
+from textglauber import reach as R
 
 PROFILE = "t"
 
@@ -66,8 +67,8 @@ def project(tmp_path, monkeypatch):
     (root / "params" / f"{PROFILE}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     for mod in (C, P, build):
         monkeypatch.setattr(mod, "repo_root", lambda: root)
-    monkeypatch.setattr(C, "PACKAGE_DIR", pkg)
-    monkeypatch.setattr(C, "PACKAGE", "fakepkg")
+    monkeypatch.setattr(R, "PACKAGE_DIR", pkg)
+    monkeypatch.setattr(R, "PACKAGE", "fakepkg")
     monkeypatch.setattr(C, "versions", lambda: {"python": "3.x", "torch": "1"})
     return root
 
@@ -209,16 +210,34 @@ def test_key_changes_with_each_input_and_nothing_else(project, monkeypatch, tmp_
 
 def test_code_closure_follows_imports_and_falls_back_to_the_whole_package(project):
     pkg = project / "src" / "fakepkg"
-    reached = [p.name for p in C.code_files(project / "book" / "a.ipynb")]
+    reached = [p.name for p in R.code_files(project / "book" / "a.ipynb")]
     assert reached == ["__init__.py", "a.py", "b.py"]
-    assert [p.name for p in C.code_files(project / "book" / "c.ipynb")] == []
-    assert "data/words.txt" in C.code_inputs(project / "book" / "c.ipynb")      # data: every chapter
+    assert [p.name for p in R.code_files(project / "book" / "c.ipynb")] == []
+    assert "data/words.txt" in R.code_inputs(project / "book" / "c.ipynb")      # data: every chapter
     (pkg / "b.py").write_text("import importlib\nmod = importlib.import_module('fakepkg.c')\n")
-    assert {p.name for p in C.code_files(project / "book" / "a.ipynb")} == {"__init__.py", "a.py", "b.py", "c.py"}
+    assert {p.name for p in R.code_files(project / "book" / "a.ipynb")} == {"__init__.py", "a.py", "b.py", "c.py"}
+
+
+def test_code_closure_enters_sub_packages(project):
+    """Importing a sub-package reaches its ``__init__``, the modules that imports (relative imports
+    one and two levels up included), and not its other modules."""
+    pkg = project / "src" / "fakepkg"
+    (pkg / "engine").mkdir()
+    (pkg / "engine" / "__init__.py").write_text("from .core import run\n")
+    (pkg / "engine" / "core.py").write_text("from .. import b\nfrom ..c import h\n\ndef run():\n    return b.g()\n")
+    (pkg / "engine" / "unused.py").write_text("x = 1\n")
+    _notebook(project / "book" / "e.ipynb", "# E", "from fakepkg import engine\nengine.run()")
+    _notebook(project / "book" / "f.ipynb", "# F", "from fakepkg.engine.unused import x")
+    rel = lambda files: sorted(p.relative_to(pkg).as_posix() for p in files)
+    assert rel(R.code_files(project / "book" / "e.ipynb")) == ["__init__.py", "b.py", "c.py", "engine/__init__.py",
+                                                               "engine/core.py"]
+    assert rel(R.code_files(project / "book" / "f.ipynb")) == ["__init__.py", "b.py", "c.py", "engine/__init__.py",
+                                                               "engine/core.py", "engine/unused.py"]
+    assert "engine/core.py" in R.code_inputs(project / "book" / "e.ipynb")
 
 
 def test_the_real_chapters_reach_the_modules_they_call():
-    files = {p.name for p in C.code_files(P.repo_root() / P.load_profile("smoke")["chapters"]["crossover"]["notebook"])}
+    files = {p.name for p in R.code_files(P.repo_root() / P.load_profile("smoke")["chapters"]["crossover"]["notebook"])}
     assert {"growth.py", "semantics.py", "coupling.py", "chain.py", "models.py", "__init__.py"} <= files
     assert not {"build.py", "buildcache.py", "bench.py"} & files
     from textglauber import corpus

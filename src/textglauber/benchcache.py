@@ -36,14 +36,14 @@ PRESETS = {
 
 def code() -> dict:
     """{file: SHA-256} of the library modules ``textglauber.bench`` can reach."""
-    from . import buildcache
+    from .reach import code_inputs
 
     with tempfile.TemporaryDirectory() as tmp:
         probe = Path(tmp) / "probe.ipynb"
         probe.write_text(json.dumps({"cells": [{"cell_type": "code", "source": ["from textglauber import bench"],
                                                 "metadata": {}, "outputs": []}], "metadata": {}, "nbformat": 4,
                                      "nbformat_minor": 5}))
-        return buildcache.code_inputs(probe)
+        return code_inputs(probe)
 
 
 def key(preset: str) -> dict:

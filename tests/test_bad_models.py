@@ -10,7 +10,8 @@ import transformers
 from transformers import (BertConfig, BertForMaskedLM, BertForSequenceClassification, BertTokenizer, GPT2Config,
                           GPT2LMHeadModel)
 
-from textglauber import build, models
+from textglauber import models
+from textglauber.build import preflight as build_preflight
 from textglauber.models import ModelMismatchError, ModelUnavailableError, Wanted
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "dog", "ran", "a", "cat"]
@@ -135,9 +136,9 @@ def test_preflight_refuses_each_bad_model_with_one_line_before_any_load(folders,
                             "control": {"name": folders["bert"], "kind": "causal"}},
         "bounds": {"mlms": [{"name": folders["empty"]}, {"name": folders["wide"]}]},
     }
-    monkeypatch.setattr(build.P, "chapter_parameters", lambda profile, ch, *a, **k: dict(chapters[ch]))
+    monkeypatch.setattr(build_preflight.P, "chapter_parameters", lambda profile, ch, *a, **k: dict(chapters[ch]))
     with pytest.raises(SystemExit) as exc:
-        build.preflight("fake", list(chapters))
+        build_preflight.preflight("fake", list(chapters))
     lines = str(exc.value).splitlines()[1:]
     assert len(lines) == 4, lines
     assert any(folders["gpt2"] in ln and "should be a masked LM, but it is a causal LM" in ln for ln in lines)

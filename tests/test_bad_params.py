@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from textglauber import build, corpus, models, schema
+from textglauber import corpus, models, schema
+from textglauber.build import cli
+from textglauber.build import execute as build_execute
 from textglauber import params as P
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +42,8 @@ def no_loading(monkeypatch):
     for mod, names in ((models, ("load", "open_mlm", "tokenizer", "resolve", "check_available", "check_models")),
                        (corpus, ("texts", "windows", "check_available")), (tiny, ("build",)),
                        (train_mlm, ("ensure",)), (standins, ("ensure",)), (benchcache, ("ensure",)),
-                       (build, ("build_artifacts", "stage", "preflight", "execute", "run_chapters", "build_site"))):
+                       (cli, ("build_artifacts", "stage", "preflight", "run_chapters", "build_site")),
+                       (build_execute, ("execute",))):
         for name in names:
             if hasattr(mod, name):
                 monkeypatch.setattr(mod, name, refuse(f"{mod.__name__}.{name}"))
@@ -82,7 +85,7 @@ def refused(capsys, tmp_path, *argv) -> str:
     """Run the build's command line; it must exit 2 with exactly one line on stderr and write nothing."""
     out = tmp_path / "out"
     with pytest.raises(SystemExit) as exc:
-        build.main([*argv, "--build-dir", str(out / "_build"), "--results", str(out / "results")])
+        cli.main([*argv, "--build-dir", str(out / "_build"), "--results", str(out / "results")])
     assert exc.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from textglauber import build, params
+from textglauber import params
+from textglauber.build import execute, site
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,11 +54,11 @@ def test_unknown_profile_and_chapter_are_refused():
 def test_network_loads_are_found_and_links_are_not(tmp_path):
     (tmp_path / "ok.html").write_text('<a href="https://arxiv.org/abs/2605.16378">paper</a>'
                                       '<script src="_static/x.js"></script><link rel="stylesheet" href="_static/a.css">')
-    assert build.network_loads(tmp_path) == []
+    assert site.network_loads(tmp_path) == []
     (tmp_path / "bad.html").write_text('<script src="https://cdn.example.org/mathjax.js"></script>')
     (tmp_path / "s.css").write_text('@import url("https://fonts.example.org/x.css");')
     (tmp_path / "f.html").write_text('<link rel="stylesheet" href="//fonts.example.org/y.css">')
-    found = build.network_loads(tmp_path)
+    found = site.network_loads(tmp_path)
     assert len(found) == 3
 
 
@@ -66,7 +67,7 @@ def test_site_check_wants_a_page_with_a_figure_per_chapter(tmp_path):
     chapters = {"a": {"notebook": "book/01_a.ipynb"}, "b": {"notebook": "book/02_b.ipynb"}}
     (tmp_path / "book" / "01_a.html").write_text('<img alt="" src="../_images/fig.png" />')
     (tmp_path / "book" / "02_b.html").write_text("<p>no figure</p>")
-    problems = build.check_site(tmp_path, chapters)
+    problems = site.check_site(tmp_path, chapters)
     assert problems == ["chapter b: the page shows no figure"]
 
 
@@ -74,7 +75,7 @@ def test_executed_notebooks_show_paths_relative_to_the_repository(tmp_path):
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-    root = str(build.repo_root())
+    root = str(execute.repo_root())
     nb = new_notebook(metadata={"papermill": {"parameters": {"results_root": f"{root}/results"}, "input_path": f"{root}/book/x.ipynb"}})
     injected = new_code_cell(f'results_root = "{root}/results"', metadata={"tags": ["injected-parameters"]})
     done = new_code_cell("print(out)", outputs=[new_output("stream", name="stdout", text=f"results written to {root}/results/smoke/x\n"),
@@ -82,7 +83,7 @@ def test_executed_notebooks_show_paths_relative_to_the_repository(tmp_path):
     nb.cells = [injected, done]
     path = tmp_path / "x.ipynb"
     nbformat.write(nb, path)
-    build.tidy_executed(path, output_path=Path(root) / "_build" / "smoke" / "book" / "x.ipynb")
+    execute.tidy_executed(path, output_path=Path(root) / "_build" / "smoke" / "book" / "x.ipynb")
     text = path.read_text()
     assert root not in text
     back = nbformat.read(path, as_version=4)
@@ -117,7 +118,7 @@ def test_no_page_calls_the_drift_a_certificate_of_slow_escape():
     sentence that speaks of the drift and of certifying says that it does not certify (the
     margin bound is the theorem)."""
     pages = [*(ROOT / "book").glob("*.md"), *(ROOT / "book").glob("*.ipynb"), ROOT / "README.md",
-             ROOT / "src" / "textglauber" / "findings.py"]
+             ROOT / "src" / "textglauber" / "build" / "findings.py"]
     wrong = [(p.name, s) for p in pages for s in _sentences(_prose(p))
              if "drift" in s.lower() and "certif" in s.lower() and " not" not in s.lower()]
     assert not wrong, wrong
@@ -153,4 +154,4 @@ def test_the_cost_appendix_no_longer_asks_2x_where_most_steps_change_nothing():
     text = _prose(ROOT / "book" / "90_cost.ipynb")
     targets = re.search(r"The engine's targets are(.*?)\. [A-Z]", text).group(1)
     assert "twice" not in targets and "0.9 or more" not in targets and "20 times" in targets
-    assert "A retired target." in text and "bench.row_bounds(m)" in text
+    assert "A retired target." in text and "metastable.row_bounds(m)" in text

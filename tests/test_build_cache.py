@@ -11,9 +11,10 @@ import papermill
 import pytest
 import yaml
 
-from textglauber import build, params as P
-from textglauber import buildcache as C
+from textglauber import params as P
 from textglauber import reach as R
+from textglauber.build import execute
+from textglauber.build import stamps as C
 
 PROFILE = "t"
 
@@ -65,7 +66,7 @@ def project(tmp_path, monkeypatch):
                          "c": {"notebook": "book/c.ipynb", "reads_files": ["notes/*.txt"],
                                "parameters": {"n": 1}}}}
     (root / "params" / f"{PROFILE}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    for mod in (C, P, build):
+    for mod in (C, P, execute):
         monkeypatch.setattr(mod, "repo_root", lambda: root)
     monkeypatch.setattr(R, "PACKAGE_DIR", pkg)
     monkeypatch.setattr(R, "PACKAGE", "fakepkg")
@@ -237,9 +238,11 @@ def test_code_closure_enters_sub_packages(project):
 
 
 def test_the_real_chapters_reach_the_modules_they_call():
-    files = {p.name for p in R.code_files(P.repo_root() / P.load_profile("smoke")["chapters"]["crossover"]["notebook"])}
+    reached = R.code_files(P.repo_root() / P.load_profile("smoke")["chapters"]["crossover"]["notebook"])
+    files = {p.name for p in reached}
     assert {"growth.py", "semantics.py", "coupling.py", "chain.py", "models.py", "__init__.py"} <= files
-    assert not {"build.py", "buildcache.py", "bench.py"} & files
+    assert not {"bench.py"} & files
+    assert not [p for p in reached if p.relative_to(R.PACKAGE_DIR).parts[0] == "build"]   # no module of the build
     from textglauber import corpus
     assert set(C.CORPUS_PACKAGES) | {"msmarco"} == set(corpus.SOURCES)   # a new corpus needs an identity rule
 
@@ -260,7 +263,7 @@ class FakePapermill:
         nb = nbformat.read(input_path, as_version=4)
         nb.metadata["papermill"] = {"output_path": output_path, "input_path": str(input_path)}
         nb.cells.append(nbformat.v4.new_code_cell("print(out)", outputs=[nbformat.v4.new_output(
-            "stream", name="stdout", text=f"results written to {build.repo_root()}/results/{PROFILE}/{chapter}\n")]))
+            "stream", name="stdout", text=f"results written to {execute.repo_root()}/results/{PROFILE}/{chapter}\n")]))
         nbformat.write(nb, output_path)
         if self.kill == chapter:
             (folder / "table.parquet").write_text("half")
@@ -278,14 +281,14 @@ def builder(project, tmp_path, monkeypatch):
     results = tmp_path / "results"
     fake = FakePapermill(results)
     monkeypatch.setattr(papermill, "execute_notebook", fake)
-    record, clock = build.record_timing, iter(range(1, 10**6))
-    monkeypatch.setattr(build, "record_timing", lambda folder, chapter, seconds: record(folder, chapter, next(clock)))
+    record, clock = execute.record_timing, iter(range(1, 10**6))
+    monkeypatch.setattr(execute, "record_timing", lambda folder, chapter, seconds: record(folder, chapter, next(clock)))
 
     def run(chapters=None, forced=None):
         fake.ran.clear()
         spec = P.load_profile(PROFILE)
-        staged = build.stage(PROFILE, project / "_build")
-        build.run_chapters(PROFILE, spec, chapters or list(spec["chapters"]), staged, results, forced)
+        staged = execute.stage(PROFILE, project / "_build")
+        execute.run_chapters(PROFILE, spec, chapters or list(spec["chapters"]), staged, results, forced)
         return list(fake.ran)
 
     run.fake, run.results, run.staged = fake, results, project / "_build" / PROFILE

@@ -6,7 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from textglauber import build, corpus, models, paths
+from textglauber import corpus, models, paths
+from textglauber.build import preflight as build_preflight
 
 MARCO_ROWS = [{"query": "q1", "passages": {"is_selected": [0, 1], "passage_text": ["first passage.", "second one."]}},
               {"query": "q2", "passages": {"is_selected": [1], "passage_text": ["third passage here."]}}]
@@ -90,11 +91,12 @@ def test_offline_paper_profile_stops_before_compute_with_one_message_each(monkey
     import huggingface_hub.constants as hc
 
     monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
-    chapters = list(build.P.load_profile("paper")["chapters"])
+    chapters = list(build_preflight.P.load_profile("paper")["chapters"])
     with pytest.raises(SystemExit) as exc:
-        build.preflight("paper", chapters)
+        build_preflight.preflight("paper", chapters)
     msg = str(exc.value)
-    wanted = sorted({n for ch in chapters for n in build.P.model_names(build.P.chapter_parameters("paper", ch))})
+    P = build_preflight.P
+    wanted = sorted({n for ch in chapters for n in P.model_names(P.chapter_parameters("paper", ch))})
     assert len(wanted) >= 6
     for name in wanted:
         assert msg.count(f"model {name!r}") == 1, name

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from textglauber import findings, params, results
+from textglauber import params, results
+from textglauber.build import findings
 
 PROFILE = "smoke"
 

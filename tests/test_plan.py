@@ -1,6 +1,6 @@
-"""The build's plan and progress lines (textglauber.plan): last recorded times where there are
-some, probe-based estimates that scale with the parameters where there are none, the artifacts'
-lines, and the progress formatter and watcher."""
+"""The build's plan and progress lines (textglauber.build.plan, .estimates and .progress): last
+recorded times where there are some, probe-based estimates that scale with the parameters where
+there are none, the artifacts' lines, and the progress formatter and watcher."""
 import io
 import json
 import subprocess
@@ -9,12 +9,13 @@ import time
 import pytest
 import yaml
 
-from textglauber import buildcache as cache
 from textglauber import params as P
-from textglauber import plan, reach, train_mlm
+from textglauber import reach, train_mlm
+from textglauber.build import estimates, plan, progress
+from textglauber.build import stamps as cache
 from textglauber.paths import repo_root
 
-REF = (plan.REFERENCE_PROBE_ONE_S, plan.REFERENCE_PROBE_S)      # a machine as fast as the calibration one
+REF = (estimates.REFERENCE_PROBE_ONE_S, estimates.REFERENCE_PROBE_S)      # a machine as fast as the calibration one
 
 
 def no_probe():
@@ -28,7 +29,7 @@ def offline():
 def lines_for(spec, chapters, tmp_path, status, measure=lambda: REF, forced=None, profile="offline"):
     plan.EXPECTED.clear()
     return plan.chapter_lines(profile, spec, chapters, tmp_path / "build" / profile, tmp_path / "results", forced,
-                              plan.Probe(measure), status=status)
+                              estimates.Probe(measure), status=status)
 
 
 def runs(ch):
@@ -64,7 +65,7 @@ def test_the_stamp_wins_and_changed_parameters_rescale_its_time(tmp_path):
     cache.write_stamp(stamp, {"parameters": {**prm, "steps": prm["steps"] // 2}}, tmp_path / "none.ipynb",
                       tmp_path / "none", 300.0)
     [scaled] = lines_for(spec, ["traps"], tmp_path, runs, measure=no_probe)
-    assert scaled.seconds == pytest.approx(plan.OVERHEAD_S + (300.0 - plan.OVERHEAD_S) * 2, rel=1e-6)
+    assert scaled.seconds == pytest.approx(estimates.OVERHEAD_S + (300.0 - estimates.OVERHEAD_S) * 2, rel=1e-6)
     assert scaled.basis.startswith("last run: 300 s, scaled by 2x")
 
 
@@ -72,7 +73,7 @@ def test_the_stamp_wins_and_changed_parameters_rescale_its_time(tmp_path):
 def test_without_a_record_the_line_is_an_estimate_that_scales_with_the_parameters(tmp_path):
     spec = offline()
     [line] = lines_for(spec, ["crossover"], tmp_path, runs)
-    assert line.basis == f"estimated from a {plan.REFERENCE_PROBE_S:.2f} s probe"
+    assert line.basis == f"estimated from a {estimates.REFERENCE_PROBE_S:.2f} s probe"
     assert line.text().split("]")[0].count("estimated from a 0.16 s probe: ~") == 1
     assert line.seconds > 60
     # doubling the chain-steps (trials) and the pairs roughly doubles the estimate
@@ -89,27 +90,27 @@ def test_without_a_record_the_line_is_an_estimate_that_scales_with_the_parameter
 
 def test_the_estimate_follows_the_probe_and_the_calibration(tmp_path):
     spec = offline()
-    chapters = list(plan.CALIBRATION_SECONDS)
+    chapters = list(estimates.CALIBRATION_SECONDS)
     at_ref = {ln.name: ln.seconds for ln in lines_for(spec, chapters, tmp_path, runs)}
     slower = {ln.name: ln.seconds for ln in lines_for(spec, chapters, tmp_path, runs,
                                                       measure=lambda: (2 * REF[0], 2 * REF[1]))}
     for ch in chapters:
         assert slower[ch] == pytest.approx(2 * at_ref[ch])
     # at the calibration's parameters and probe, each chapter comes out at its calibration time
-    for ch, seconds in plan.CALIBRATION_SECONDS.items():
-        assert plan.estimate(ch, plan.CALIBRATION_PARAMETERS[ch], plan.Probe(lambda: REF)) == pytest.approx(seconds)
+    for ch, seconds in estimates.CALIBRATION_SECONDS.items():
+        assert estimates.estimate(ch, estimates.CALIBRATION_PARAMETERS[ch], estimates.Probe(lambda: REF)) == pytest.approx(seconds)
 
 
 def test_the_calibration_parameters_are_those_of_the_calibration_commit():
     try:
-        text = subprocess.run(["git", "show", f"{plan.CALIBRATION_COMMIT}:params/offline.yaml"], cwd=repo_root(),
+        text = subprocess.run(["git", "show", f"{estimates.CALIBRATION_COMMIT}:params/offline.yaml"], cwd=repo_root(),
                               capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
-        pytest.skip(f"git does not have {plan.CALIBRATION_COMMIT} here")
+        pytest.skip(f"git does not have {estimates.CALIBRATION_COMMIT} here")
     old = yaml.safe_load(text)
-    for ch, mine in plan.CALIBRATION_PARAMETERS.items():
+    for ch, mine in estimates.CALIBRATION_PARAMETERS.items():
         theirs = {**old.get("defaults", {}), **old["chapters"][ch]["parameters"]}
-        assert plan.chapter_work(ch, theirs) == pytest.approx(plan.reference_work(ch)), ch
+        assert estimates.chapter_work(ch, theirs) == pytest.approx(estimates.reference_work(ch)), ch
         for key, value in mine.items():
             if key in ("mlms", "models_", "model", "control"):
                 names = [m["name"] for m in (theirs[key] if isinstance(theirs[key], list) else [theirs[key]])]
@@ -130,16 +131,16 @@ def test_skips_and_chapters_that_may_run_after_their_upstream(tmp_path):
     assert got["crossover"].action == "maybe" and "bounds" in got["crossover"].why
     forced = lines_for(spec, ["traps"], tmp_path, status, forced="--force")
     assert forced[0].action == "run" and forced[0].why == "--force"
-    text = plan.format_plan("offline", list(got.values()), plan.Probe(lambda: REF))
+    text = plan.format_plan("offline", list(got.values()), estimates.Probe(lambda: REF))
     assert "up to" in text and "if the chapters marked 'maybe' run" in text
 
 
 def test_the_build_decision_is_the_stamp_status(tmp_path):
-    """Without a status function the plan asks buildcache.status, as run_chapters does: a fresh
+    """Without a status function the plan asks stamps.status, as run_chapters does: a fresh
     build folder runs every chapter for the reason the build prints."""
     spec = P.load_profile("smoke")
     lines = plan.chapter_lines("smoke", spec, ["bounds"], tmp_path / "b" / "smoke", tmp_path / "r", None,
-                               plan.Probe(lambda: REF))
+                               estimates.Probe(lambda: REF))
     assert lines[0].action == "run" and lines[0].why.startswith("no finished run recorded")
 
 
@@ -148,56 +149,56 @@ def test_announce_never_stops_a_build(tmp_path):
     assert plan.announce("offline", {"chapters": {"nope": {}}}, ["nope"], tmp_path, tmp_path, artifacts=[],
                          out=out, measure=lambda: REF) == []
     assert "could not be computed" in out.getvalue()
-    failing = plan.Probe(lambda: 1 / 0)
+    failing = estimates.Probe(lambda: 1 / 0)
     assert failing() is None and "ZeroDivisionError" in failing.error
 
 
 # --------------------------------------------------------------------------- artifacts
 def test_artifact_lines_for_training_and_benchmark(tmp_path, monkeypatch):
     monkeypatch.setenv("TEXTGLAUBER_MODELS", str(tmp_path / "models"))
-    [fresh] = plan.artifact_lines(["english"], tmp_path / "results", plan.Probe(lambda: REF))
+    [fresh] = plan.artifact_lines(["english"], tmp_path / "results", estimates.Probe(lambda: REF))
     assert fresh.action == "build" and fresh.why == "not trained here yet"
-    assert fresh.seconds == pytest.approx(plan.TRAINING_SECONDS["english"], rel=0.02)  # the preset calibrated on
+    assert fresh.seconds == pytest.approx(estimates.TRAINING_SECONDS["english"], rel=0.02)  # the preset calibrated on
     # an interrupted training whose minilm start finished: only the rest is left
     (tmp_path / "models" / "english.partial" / "minilm").mkdir(parents=True)
     (tmp_path / "models" / "english.partial" / "minilm" / "run.json").write_text("{}")
-    [resume] = plan.artifact_lines(["english"], tmp_path / "results", plan.Probe(lambda: REF))
+    [resume] = plan.artifact_lines(["english"], tmp_path / "results", estimates.Probe(lambda: REF))
     assert resume.action == "resume" and resume.seconds < 0.3 * fresh.seconds
     (tmp_path / "models" / "english.partial" / "scratch").mkdir()
     (tmp_path / "models" / "english.partial" / "scratch" / "progress.json").write_text(json.dumps({"step": 180}))
-    [half] = plan.artifact_lines(["english"], tmp_path / "results", plan.Probe(lambda: REF))
+    [half] = plan.artifact_lines(["english"], tmp_path / "results", estimates.Probe(lambda: REF))
     assert half.seconds < resume.seconds
-    [tiny] = plan.artifact_lines(["tiny"], tmp_path / "results", plan.Probe(lambda: REF))
+    [tiny] = plan.artifact_lines(["tiny"], tmp_path / "results", estimates.Probe(lambda: REF))
     assert tiny.seconds < 60
 
-    from textglauber import benchcache
+    from textglauber.bench import cache as bench_cache
 
-    monkeypatch.setattr(benchcache, "key", lambda name: {"arguments": benchcache.PRESETS[name], "code": "same"})
-    [todo] = plan.artifact_lines(["bench"], tmp_path / "results", plan.Probe(lambda: REF))
-    assert todo.action == "build" and todo.seconds == pytest.approx(plan.BENCH_SECONDS["bench"])
-    csv, stamp = benchcache.paths("bench", tmp_path / "results")
+    monkeypatch.setattr(bench_cache, "key", lambda name: {"arguments": bench_cache.PRESETS[name], "code": "same"})
+    [todo] = plan.artifact_lines(["bench"], tmp_path / "results", estimates.Probe(lambda: REF))
+    assert todo.action == "build" and todo.seconds == pytest.approx(estimates.BENCH_SECONDS["bench"])
+    csv, stamp = bench_cache.paths("bench", tmp_path / "results")
     csv.parent.mkdir(parents=True)
     csv.write_text("x\n")
-    stamp.write_text(json.dumps({"key": cache.digest(benchcache.key("bench"))}))
-    [done] = plan.artifact_lines(["bench"], tmp_path / "results", plan.Probe(no_probe))
+    stamp.write_text(json.dumps({"key": cache.digest(bench_cache.key("bench"))}))
+    [done] = plan.artifact_lines(["bench"], tmp_path / "results", estimates.Probe(no_probe))
     assert done.action == "reuse" and done.seconds == 0.0 and "-" in done.text()
 
 
 def test_the_default_benchmark_times_one_step_a_call():
-    from textglauber import benchcache
+    from textglauber.bench import cache as bench_cache
 
-    args = benchcache.PRESETS["bench"]
+    args = bench_cache.PRESETS["bench"]
     assert args[args.index("--steps") + 1] == "1"
-    assert plan.BENCH_SECONDS["bench"] <= 180          # a few minutes on the calibration machine
+    assert estimates.BENCH_SECONDS["bench"] <= 180          # a few minutes on the calibration machine
 
 
 # --------------------------------------------------------------------------- progress
 def test_progress_line_format():
-    assert plan.progress_line("crossover", 9, 21, 240, 540, "last run 13 min") == \
+    assert progress.progress_line("crossover", 9, 21, 240, 540, "last run 13 min") == \
         "crossover: cell 9/21, 4 min elapsed, about 9 min left (last run 13 min)"
-    assert plan.progress_line("traps", 3, 13, 30, 20, None) == "traps: cell 3/13, 30 s elapsed, less than a minute left"
-    assert plan.progress_line("x", 1, 2, 3700, None, None) == "x: cell 1/2, 62 min elapsed, no estimate of the time left"
-    assert "past the estimate" in plan.progress_line("x", 1, 2, 700, -100, "estimated ~10 min")
+    assert progress.progress_line("traps", 3, 13, 30, 20, None) == "traps: cell 3/13, 30 s elapsed, less than a minute left"
+    assert progress.progress_line("x", 1, 2, 3700, None, None) == "x: cell 1/2, 62 min elapsed, no estimate of the time left"
+    assert "past the estimate" in progress.progress_line("x", 1, 2, 700, -100, "estimated ~10 min")
     assert [plan.duration(s) for s in (5, 150, 2700, 7500)] == ["5 s", "2.5 min", "45 min", "2 h 05 min"]
     assert [train_mlm.duration(s) for s in (5, 150, 2700, 7500)] == ["5 s", "2.5 min", "45 min", "2 h 05 min"]
 
@@ -206,21 +207,21 @@ def test_the_chapters_do_not_reach_the_plan():
     """train_mlm, which chapters import, must not import the plan (nor, through it, the build's
     modules): the chapters' keys would change with every edit to them."""
     for nb in ("book/01_incompatibility.ipynb", "book/03_crossover.ipynb", "book/05_traps.ipynb"):
-        files = {p.name for p in reach.code_files(repo_root() / nb)}
-        assert "train_mlm.py" in files
-        assert not {"plan.py", "build.py", "buildcache.py"} & files, nb
+        reached = reach.code_files(repo_root() / nb)
+        assert "train_mlm.py" in {p.name for p in reached}
+        assert not [p for p in reached if p.relative_to(reach.PACKAGE_DIR).parts[0] == "build"], nb
 
 
 def test_time_left_from_the_last_runs_cells():
     last = [1.0, 100.0, 200.0, 100.0]
     nan = float("nan")
     # cells 1-2 done at the last run's pace, cell 3 running for 50 s: 150 s of it and 100 s after
-    assert plan.time_left(160.0, 3, [1.0, 100.0, nan, nan], 50.0, last) == pytest.approx(250.0)
+    assert progress.time_left(160.0, 3, [1.0, 100.0, nan, nan], 50.0, last) == pytest.approx(250.0)
     # twice as slow so far: the rest is expected twice as slow too
-    assert plan.time_left(260.0, 3, [2.0, 200.0, nan, nan], 50.0, last) == pytest.approx(2 * 300 - 50)
+    assert progress.time_left(260.0, 3, [2.0, 200.0, nan, nan], 50.0, last) == pytest.approx(2 * 300 - 50)
     # no last run (or another notebook): the estimate less the time elapsed
-    assert plan.time_left(100.0, 2, [1.0, nan], 10.0, None, expected_s=400.0) == 300.0
-    assert plan.time_left(100.0, 2, [1.0, nan], 10.0, [1.0, 2.0, 3.0], expected_s=None) is None
+    assert progress.time_left(100.0, 2, [1.0, nan], 10.0, None, expected_s=400.0) == 300.0
+    assert progress.time_left(100.0, 2, [1.0, nan], 10.0, [1.0, 2.0, 3.0], expected_s=None) is None
 
 
 def papermill_notebook(statuses, started=None):
@@ -239,7 +240,7 @@ def test_cell_states_reads_papermills_metadata():
     from datetime import datetime, timedelta, timezone
 
     started = (datetime.now(timezone.utc) - timedelta(seconds=30)).isoformat()
-    current, cells, durations, running = plan.cell_states(papermill_notebook(
+    current, cells, durations, running = progress.cell_states(papermill_notebook(
         ["completed", "completed", "running", "pending"], started))
     assert (current, cells) == (3, 4) and durations[:2] == [2.0, 2.0] and 29 <= running <= 40
 
@@ -257,7 +258,7 @@ def test_watch_prints_progress_lines_while_a_chapter_runs(tmp_path):
                                                      time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()))))
     plan.EXPECTED[("smoke", "bounds")] = (72.0, "last run: 72 s")
     out = io.StringIO()
-    with plan.watch("smoke", "bounds", partial, staged, tmp_path / "results", out=out, first=0.05, every=0.05):
+    with progress.watch("smoke", "bounds", partial, staged, tmp_path / "results", out=out, first=0.05, every=0.05):
         time.sleep(0.4)
     lines = out.getvalue().splitlines()
     assert lines and lines[0].startswith("[smoke] bounds: cell 2/4, ")
@@ -280,7 +281,7 @@ def test_probe_leaves_the_process_as_it_was():
     import torch
 
     state, threads = torch.get_rng_state(), torch.get_num_threads()
-    one, many = plan.probe(budget_s=0.05)
+    one, many = estimates.probe(budget_s=0.05)
     assert one > 0 and many > 0
     assert torch.equal(torch.get_rng_state(), state) and torch.get_num_threads() == threads
 
@@ -288,20 +289,20 @@ def test_probe_leaves_the_process_as_it_was():
 def test_artifacts_measured_or_trained_before_under_other_keys_show_their_last_time(tmp_path, monkeypatch):
     from dataclasses import asdict
 
-    from textglauber import benchcache
+    from textglauber.bench import cache as bench_cache
 
-    monkeypatch.setattr(benchcache, "key", lambda name: {"code": "now"})
-    csv, stamp = benchcache.paths("bench", tmp_path / "results")
+    monkeypatch.setattr(bench_cache, "key", lambda name: {"code": "now"})
+    csv, stamp = bench_cache.paths("bench", tmp_path / "results")
     csv.parent.mkdir(parents=True)
     csv.write_text("x\n")
     stamp.write_text(json.dumps({"key": "older code", "seconds": 140.0}))
-    [bench] = plan.artifact_lines(["bench"], tmp_path / "results", plan.Probe(no_probe))
+    [bench] = plan.artifact_lines(["bench"], tmp_path / "results", estimates.Probe(no_probe))
     assert (bench.action, bench.seconds, bench.basis) == ("build", 140.0, "last run: 140 s")
 
     monkeypatch.setenv("TEXTGLAUBER_MODELS", str(tmp_path / "models"))
     (tmp_path / "models" / "english").mkdir(parents=True)
     settings = {**asdict(train_mlm.PRESETS["english"]), "steps": {"minilm": 425, "scratch": 180}}
     (tmp_path / "models" / "english" / "manifest.json").write_text(json.dumps({"seconds": 900.0, "settings": settings}))
-    [english] = plan.artifact_lines(["english"], tmp_path / "results", plan.Probe(no_probe))
+    [english] = plan.artifact_lines(["english"], tmp_path / "results", estimates.Probe(no_probe))
     assert english.why == "trained under other settings"
     assert english.basis == "last run: 900 s, scaled by 2x the work" and english.seconds == pytest.approx(1800.0)

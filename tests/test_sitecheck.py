@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from textglauber import sitecheck, tables
+from textglauber import tables
+from textglauber.build import sitecheck
 
 pytestmark = pytest.mark.skipif(sitecheck.find_chromium() is None,
                                 reason="no chromium program: install Debian's `chromium` to run the browser check")

@@ -23,8 +23,12 @@ import pytest
 import torch
 import yaml
 
-from textglauber import benchcache, build, chain, findings, results, standins, train_mlm
-from textglauber import buildcache as C
+from textglauber import chain, results, standins, train_mlm
+from textglauber.bench import cache as bench_cache
+from textglauber.build import artifacts, cli, findings
+from textglauber.build import execute as build_execute
+from textglauber.build import locks as L
+from textglauber.build import stamps as C
 from textglauber import params as P
 from textglauber.chain import ChainSpec
 
@@ -41,7 +45,7 @@ def _no_artifact_builds(monkeypatch, built=None):
             built.append(args[0] if args else kind)
         return ensure
 
-    monkeypatch.setattr(benchcache, "ensure", builder("bench"))
+    monkeypatch.setattr(bench_cache, "ensure", builder("bench"))
     monkeypatch.setattr(train_mlm, "ensure", builder("trained"))
     monkeypatch.setattr(standins, "ensure", builder("standins"))
 
@@ -70,7 +74,7 @@ def test_a_table_the_last_run_did_not_write_is_vouched_for_by_nothing(tmp_path, 
 
     short = {"steps": 600, "checkpoint_every": 200}                     # the smoke chains, shorter
     _smoke_variant(monkeypatch, tmp_path / "params", temperature=0.5, **short)
-    assert build.main(argv) == 0
+    assert cli.main(argv) == 0
     assert "traps" in results.listed_tables(folder), "the smoke traps chapter finds traps at T = 0.5"
     first = pd.read_parquet(folder / "traps.parquet")
     assert len(first) > 0
@@ -79,7 +83,7 @@ def test_a_table_the_last_run_did_not_write_is_vouched_for_by_nothing(tmp_path, 
     assert f"{len(first)} traps" in {r["chapter"]: r["this run"] for r in line}["traps"]
 
     _smoke_variant(monkeypatch, tmp_path / "params", temperature=50.0, **short)
-    assert build.main(argv) == 0
+    assert cli.main(argv) == 0
     executed = C.executed_notebook(staged, "traps").read_text()
     assert "No trap was found" in executed
     assert "held a run with other parameters" in executed and "start afresh" in executed
@@ -204,26 +208,26 @@ def test_chains_of_other_parameters_are_moved_aside_and_come_back(tmp_path, caps
 # --------------------------------------------------------------------------- 3
 def test_a_second_lock_is_refused_naming_the_holder_and_a_dead_ones_taken_over(tmp_path, capsys):
     lock = tmp_path / "b" / "build.lock"
-    C.acquire_lock(lock, "profile 'smoke'")
+    L.acquire_lock(lock, "profile 'smoke'")
     assert json.loads(lock.read_text())["pid"] == os.getpid()
     with pytest.raises(SystemExit, match=rf"another build of profile 'smoke' is running \(pid {os.getpid()},"):
-        C.acquire_lock(lock, "profile 'smoke'")
-    C.release_lock(lock)
+        L.acquire_lock(lock, "profile 'smoke'")
+    L.release_lock(lock)
     assert not lock.exists()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()                                                            # a pid that no longer runs
     lock.write_text(json.dumps({"pid": dead.pid, "host": None, "start": None}))
-    C.acquire_lock(lock, "profile 'smoke'")
+    L.acquire_lock(lock, "profile 'smoke'")
     assert f"taking over a stale lock (pid {dead.pid}, which no longer runs)" in capsys.readouterr().out
     assert json.loads(lock.read_text())["pid"] == os.getpid()
-    C.release_lock(lock)
+    L.release_lock(lock)
     lock.write_text("")                                                    # a holder that died mid-write
-    C.acquire_lock(lock, "x")
-    C.release_lock(lock)
+    L.acquire_lock(lock, "x")
+    L.release_lock(lock)
 
-    @C.holding_locks
+    @L.holding_locks
     def fails():
-        C.lock_build([lock, tmp_path / "r" / "build.lock"], "x")
+        L.lock_build([lock, tmp_path / "r" / "build.lock"], "x")
         raise RuntimeError("a chapter failed")
 
     with pytest.raises(RuntimeError):
@@ -234,15 +238,15 @@ def test_a_second_lock_is_refused_naming_the_holder_and_a_dead_ones_taken_over(t
 def test_a_second_build_of_a_profile_stops_at_once_and_a_terminated_one_lets_go(tmp_path):
     res, bld = tmp_path / "results", tmp_path / "build"
     staging = bld / PROFILE
-    locks = C.lock_paths(staging, res.resolve(), PROFILE)
+    locks = L.lock_paths(staging, res.resolve(), PROFILE)
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from textglauber import buildcache as C
+        from textglauber.build import locks as L
 
-        @C.holding_locks
+        @L.holding_locks
         def build():
-            C.lock_build([Path(p) for p in {[str(p) for p in locks]!r}], "profile 'smoke'")
+            L.lock_build([Path(p) for p in {[str(p) for p in locks]!r}], "profile 'smoke'")
             print("held", flush=True)
             time.sleep(120)
 
@@ -252,7 +256,7 @@ def test_a_second_build_of_a_profile_stops_at_once_and_a_terminated_one_lets_go(
         assert holder.stdout.readline().strip() == "held"
         t0 = time.time()
         with pytest.raises(SystemExit, match=rf"another build of profile 'smoke' is running \(pid {holder.pid},"):
-            build.main(["--profile", PROFILE, "--no-book", "--results", str(res), "--build-dir", str(bld)])
+            cli.main(["--profile", PROFILE, "--no-book", "--results", str(res), "--build-dir", str(bld)])
         assert time.time() - t0 < 30
         assert not (staging / "book").exists()                          # nothing staged by the second one
         holder.send_signal(signal.SIGTERM)
@@ -282,11 +286,11 @@ def test_an_unwritable_folder_stops_the_build_before_compute_and_keeps_the_stamp
     def compute(*args, **kwargs):
         raise AssertionError("compute started")
 
-    monkeypatch.setattr(build, "execute", compute)
-    monkeypatch.setattr(build, "preflight", lambda *a: None)
+    monkeypatch.setattr(build_execute, "execute", compute)
+    monkeypatch.setattr(cli, "preflight", lambda *a: None)
     with pytest.raises(SystemExit) as stop:
-        build.main(["--profile", PROFILE, "--chapter", "traps", "--no-book", "--results", str(res),
-                    "--build-dir", str(bld)])
+        cli.main(["--profile", PROFILE, "--chapter", "traps", "--no-book", "--results", str(res),
+                  "--build-dir", str(bld)])
     message = str(stop.value)
     assert "cannot write to" in message and "\n" not in message
     assert str(res / PROFILE / "traps" if blocked == "results" else bld / PROFILE / "book") in message
@@ -295,8 +299,8 @@ def test_an_unwritable_folder_stops_the_build_before_compute_and_keeps_the_stamp
 
 
 def test_writable_folders_leave_no_trace(tmp_path):
-    folders = C.written_folders(tmp_path / "b" / PROFILE, tmp_path / "r", PROFILE, ["traps"])
-    assert C.unwritable(folders) is None
+    folders = L.written_folders(tmp_path / "b" / PROFILE, tmp_path / "r", PROFILE, ["traps"])
+    assert L.unwritable(folders) is None
     assert not (tmp_path / "r").exists() and not (tmp_path / "b").exists()
 
 
@@ -310,11 +314,11 @@ def test_writable_folders_leave_no_trace(tmp_path):
 def test_only_artifacts_the_chapters_to_run_read_are_built(tmp_path, monkeypatch, capsys, chapters, wanted):
     built = []
     _no_artifact_builds(monkeypatch, built)
-    monkeypatch.setattr(build, "preflight", lambda *a: None)
-    monkeypatch.setattr(build, "run_chapters", lambda *a, **k: [])
+    monkeypatch.setattr(cli, "preflight", lambda *a: None)
+    monkeypatch.setattr(cli, "run_chapters", lambda *a, **k: [])
     argv = [a for ch in chapters for a in ("--chapter", ch)]
-    assert build.main(["--profile", PROFILE, "--no-book", "--results", str(tmp_path / "new-results"),
-                       "--build-dir", str(tmp_path / "b"), *argv]) == 0
+    assert cli.main(["--profile", PROFILE, "--no-book", "--results", str(tmp_path / "new-results"),
+                     "--build-dir", str(tmp_path / "b"), *argv]) == 0
     assert built == wanted
     out = capsys.readouterr().out
     if "bench-smoke" not in wanted:
@@ -323,15 +327,15 @@ def test_only_artifacts_the_chapters_to_run_read_are_built(tmp_path, monkeypatch
 
 def test_artifact_readers_of_every_kind():
     smoke = P.load_profile("smoke")
-    assert C.artifact_readers(smoke, "bench-smoke") == ["cost"]
-    assert "basins" in C.artifact_readers(smoke, "tiny") and "traps" not in C.artifact_readers(smoke, "tiny")
+    assert artifacts.artifact_readers(smoke, "bench-smoke") == ["cost"]
+    assert "basins" in artifacts.artifact_readers(smoke, "tiny") and "traps" not in artifacts.artifact_readers(smoke, "tiny")
     spec = {"artifacts": ["standins", "english", "bench"],
             "chapters": {"a": {"parameters": {"model": {"name": "_build/standins/gpt2"}}},
                          "b": {"parameters": {"topic_scorer": "sentence:trained:english"}},
                          "c": {"parameters": {"training_run": "english"}},
                          "d": {"parameters": {"model": {"name": "trained:english-large"}}},
                          "e": {"reads_files": ["results/bench/bench-*.csv"], "parameters": {}}}}
-    assert C.artifact_readers(spec, "standins") == ["a"]
-    assert C.artifact_readers(spec, "english") == ["b", "c"]
-    assert C.artifact_readers(spec, "bench") == ["e"]
-    assert C.artifacts_needed(spec, ["d"], log=lambda *a, **k: None) == []
+    assert artifacts.artifact_readers(spec, "standins") == ["a"]
+    assert artifacts.artifact_readers(spec, "english") == ["b", "c"]
+    assert artifacts.artifact_readers(spec, "bench") == ["e"]
+    assert artifacts.artifacts_needed(spec, ["d"], log=lambda *a, **k: None) == []

@@ -317,7 +317,8 @@ def test_null_states_keep_the_tokens_or_draw_from_the_allowed_vocabulary():
 def test_findings_line_says_whether_the_recurrence_exceeds_the_null(tmp_path):
     import json
 
-    from textglauber import findings, results
+    from textglauber import results
+    from textglauber.build import findings
 
     (tmp_path / "manifest.json").write_text(json.dumps({"parameters": {
         "basin_label": "politics", "labels": ["politics"] + [f"l{k}" for k in range(10)], "steps": 600,

@@ -22,10 +22,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import params as P
-from . import reported
-from .paths import repo_root
-from .tables import interval, number
+from .. import params as P
+from .. import reported
+from ..paths import repo_root
+from ..provenance import file_digest, git_commit
+from ..tables import interval, number
+from .stamps import read_stamp
 
 PREPRINT = "preprint (arXiv 2605.16378)"
 PREPRINT_MODELS = set(reported.RECTANGLE_MEAN_R) | {"facebook/bart-large-mnli"}
@@ -89,15 +91,13 @@ def finished(folder: Path, stamp: Path | None) -> bool:
     manifest = folder / "manifest.json"
     if stamp is None:
         return not has_files or manifest.is_file()
-    from . import buildcache
-
-    record = buildcache.read_stamp(stamp)
+    record = read_stamp(stamp)
     if record is None:
         return False
     recorded = record.get("outputs", {}).get("results", {})
     if not recorded and not has_files:
         return True
-    return manifest.is_file() and recorded.get("manifest.json") == buildcache.file_digest(manifest)
+    return manifest.is_file() and recorded.get("manifest.json") == file_digest(manifest)
 
 
 def title(notebook: str) -> str:
@@ -136,7 +136,7 @@ def incompatibility_preprint() -> str:
 
 def _coupling_boundary(root: Path, profile: str) -> tuple[str | None, list, float]:
     """The crossover chapter's model, the fast threshold per coupling length, and its criterion."""
-    from . import crossover
+    from .. import crossover
 
     cross = root / profile / "crossover"
     m, summary = _manifest(cross), _table(cross, "summary")
@@ -147,7 +147,7 @@ def _coupling_boundary(root: Path, profile: str) -> tuple[str | None, list, floa
 
 
 def bounds(folder: Path, root: Path, profile: str) -> str:
-    from . import crossover
+    from .. import crossover
 
     alpha = _table(folder, "alpha")
     if alpha is None:
@@ -168,7 +168,7 @@ def bounds(folder: Path, root: Path, profile: str) -> str:
 
 
 def crossover(folder: Path, root: Path, profile: str) -> str:
-    from . import crossover as cx
+    from .. import crossover as cx
 
     m, fits, summary = _manifest(folder), _table(folder, "law_fits"), _table(folder, "summary")
     if m is None or fits is None:
@@ -259,7 +259,7 @@ def traps(folder: Path, root: Path, profile: str) -> str:
     cat = _table(folder, "traps")
     if cat is None or not len(cat):
         return f"{run}: no trap."
-    from .traps import vacuous
+    from ..traps import vacuous
 
     perfect = int((cat.type == "perfect").sum())
     text = (f"{run}: {len(cat)} traps, {perfect} perfect ({perfect / len(cat):.0%}), mean duration "
@@ -323,14 +323,15 @@ def ground_truth_preprint() -> str:
 
 
 def cost(folder: Path, root: Path, profile: str) -> str:
-    from . import bench
+    from ..bench import metastable, read
 
-    benches = bench.read_tables(root / "bench")
-    if not benches and not any((root / "bench").glob("metastable-*.csv")):
+    benches = read.read_tables(root / "bench")
+    metas = read.read_metastable(root / "bench")
+    if not benches and not metas:
         return "No benchmark has been run for this build."
     out = []
     for device, df in benches.items():
-        t = bench.targets(df)
+        t = read.targets(df)
         when = ", ".join(sorted({json.loads(p.read_text()).get("created", "")[:16].replace("T", " ")
                                  for p in (root / "bench").glob(f"bench-{device}*.json")} - {""}))
         text = f"{_e(device)}" + (f" (measured {when} UTC)" if when else "") + ": "
@@ -348,20 +349,17 @@ def cost(folder: Path, root: Path, profile: str) -> str:
             text += (f"; ahead of the shared-site batch at every batch size: {'yes' if shared.met.all() else 'no'} "
                      f"(least ratio {worst.measured:.2f}, {_name(worst.model)}{f' at {at_n.group(0)}' if at_n else ''})")
         out.append(text + ".")
-    for path in sorted((root / "bench").glob("metastable-*.csv")):
-        if path.name.endswith(".partial.csv"):
-            continue
-        m = pd.read_csv(path)
-        t = bench.metastable_targets(m)
+    for path, m in metas:
+        t = metastable.metastable_targets(m)
         if len(t):
             out.append(f"Memoizing engine ({_e(path.stem)}): {int(t.met.sum())} of {len(t)} targets met ("
                        + "; ".join(f"{_e(r.target)}: {r.measured:.2f} against {r.needed:g}" for r in t.itertuples()) + ").")
-        b = bench.row_bounds(m)
+        b = metastable.row_bounds(m)
         if len(b):
             lo = b.iloc[0]
             reached = (f"; auto reached {'at most ' if lo['auto cut'] else ''}{lo['auto x plain']:.2f} there"
                        if pd.notna(lo["auto x plain"]) else "")
-            out.append(f"Where the no-op share is {bench.HIGH_NOOP_SHARE:g} or more ({len(b)} cell{'s' * (len(b) != 1)}), "
+            out.append(f"Where the no-op share is {metastable.HIGH_NOOP_SHARE:g} or more ({len(b)} cell{'s' * (len(b) != 1)}), "
                        f"auto has no target, only a ceiling, plain's rows over memo's: from {number(b['row bound'].min())} "
                        f"({_name(lo.model)}, n = {lo.n:g}, T = {lo.temperature:g}{reached}) to "
                        f"{number(b['row bound'].max())}.")
@@ -405,8 +403,6 @@ def collect(results_root: str | Path, profile: str, stamps: str | Path | None = 
 
 
 def _collect(root: Path, profile: str, spec: dict) -> Findings:
-    from .provenance import git_commit
-
     chapters = sorted(spec["chapters"].items(), key=lambda kv: kv[1]["notebook"])
     models, commits, dirty, times, rows = [], {}, [], [], []
     for name, ch in chapters:
@@ -471,7 +467,7 @@ def frame(f: Findings) -> pd.DataFrame:
 
 def show(f: Findings):
     """The findings table as the page shows it."""
-    from . import tables
+    from .. import tables
 
     df = frame(f)
     return tables.show(df, markup=set(df.columns), names=())

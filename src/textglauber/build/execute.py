@@ -1,0 +1,213 @@
+"""Running the chapters: the staged copy of the book, each chapter executed with papermill in
+data order (skipped where its stamp says nothing changed), its wall time recorded, its page rendered
+from the executed notebook with hidden cells and no absolute path of the build machine; then the
+findings page, from the results as they are."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from .. import params as P
+from ..paths import repo_root
+from ..provenance import machine_line, write_json_atomic
+from . import stamps
+from .progress import watch
+
+BOOK_FILES = ("_config.yml", "_toc.yml")
+QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error",
+             "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
+
+
+def stage(profile: str, build_root: Path) -> Path:
+    root = repo_root()
+    dst = build_root / profile
+    (dst / "book").mkdir(parents=True, exist_ok=True)
+    legacy = dst / ".stamps"       # where stamps lay at first: the site build read the notebooks there
+    if legacy.is_dir():
+        stamps.stamps_dir(dst).mkdir(parents=True, exist_ok=True)
+        for f in legacy.iterdir():
+            if not (stamps.stamps_dir(dst) / f.name).exists():
+                os.replace(f, stamps.stamps_dir(dst) / f.name)
+        shutil.rmtree(legacy)
+    for f in BOOK_FILES:
+        shutil.copy2(root / f, dst / f)
+    for f in (root / "book").iterdir():
+        if f.suffix == ".ipynb":
+            if not (dst / "book" / f.name).exists():   # a chapter not executed yet renders as source
+                shutil.copy2(f, dst / "book" / f.name)
+        elif f.is_file():
+            shutil.copy2(f, dst / "book" / f.name)
+        elif f.is_dir() and not f.name.startswith((".", "_")):
+            shutil.copytree(f, dst / "book" / f.name, dirs_exist_ok=True)
+    return dst
+
+
+def execute(profile: str, chapter: str, staged: Path, results_root: Path, spec: dict | None = None) -> float:
+    """Run one chapter with papermill and render its page. The executed notebook replaces the last
+    one only once it has run through (papermill saves after every cell, so it writes to a partial
+    file first)."""
+    import papermill as pm
+
+    spec = spec or P.load_profile(profile)
+    nb = spec["chapters"][chapter]["notebook"]
+    prm = P.chapter_parameters(profile, chapter, results_root, spec=spec)
+    partial = stamps.partial_notebook(staged, chapter)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    os.environ.update(QUIET_ENV)
+    t0 = time.time()
+    print(f"[{profile}] executing {nb} ...", flush=True)
+    with watch(profile, chapter, partial, staged, results_root):     # a progress line every minute
+        pm.execute_notebook(str(repo_root() / nb), str(partial), parameters=prm, cwd=str(repo_root() / "book"),
+                            kernel_name="python3", progress_bar=False, log_output=False)
+    relativize(partial)                  # the kept notebook names no folder of the build machine either
+    os.replace(partial, stamps.executed_notebook(staged, chapter))
+    render(staged, chapter, nb)
+    dt = time.time() - t0
+    print(f"[{profile}] {chapter}: {dt:.0f} s", flush=True)
+    record_timing(results_root / profile, chapter, dt)
+    return dt
+
+
+def record_timing(folder: Path, chapter: str, seconds: float) -> None:
+    """Wall time of each chapter's last execution, for the cost appendix."""
+    import json
+
+    path = folder / "timings.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[chapter] = {"seconds": round(seconds, 1), "machine": machine_line(),
+                     "when": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
+    write_json_atomic(path, data)
+
+
+def render(staged: Path, chapter: str, notebook: str) -> None:
+    """The chapter's page from its executed notebook, written only where it changes (the site build
+    re-reads what is newer)."""
+    page = staged / notebook
+    tmp = stamps.partial_notebook(staged, chapter).with_suffix(".render.ipynb")
+    shutil.copyfile(stamps.executed_notebook(staged, chapter), tmp)
+    tidy_executed(tmp, output_path=page)
+    if page.is_file() and page.read_bytes() == tmp.read_bytes():
+        tmp.unlink()
+    else:
+        os.replace(tmp, page)
+
+
+def upstream_problem(spec: dict, profile: str, chapter: str, staged: Path, results_root: Path) -> str | None:
+    """Why ``chapter`` must not run yet: a chapter it reads left results without finishing them."""
+    for up in spec["chapters"][chapter]["reads"]:
+        folder = results_root / profile / up
+        if not stamps.tree_digests(folder):
+            continue            # never run here: the chapter says on its page that they are missing
+        stamp = stamps.read_stamp(stamps.stamp_path(staged, up))
+        why = "no finished run recorded" if stamp is None else stamps.missing_outputs(
+            stamp, stamps.executed_notebook(staged, up), folder)
+        if why:
+            return (f"{chapter} reads the results of {up}, which are not complete here ({why}); "
+                    f"execute {up} first (./run_all.sh --chapter {up} --chapter {chapter})")
+    return None
+
+
+def run_chapters(profile: str, spec: dict, chapters: list[str], staged: Path, results_root: Path,
+                 forced: str | None = None) -> list[str]:
+    """Execute what changed among ``chapters`` in data order, skip the rest; return those executed.
+    ``forced`` (a reason) executes every one of them regardless."""
+    done = []
+    for ch in P.build_order(spec, chapters):
+        nb = stamps.executed_notebook(staged, ch)
+        stamp = stamps.stamp_path(staged, ch)
+        inputs = stamps.chapter_inputs(spec, profile, ch, results_root)
+        complete, why = stamps.status(stamp, inputs, nb, results_root / profile / ch)
+        if complete and not forced:
+            print(f"[{profile}] skipped {ch}: {why}", flush=True)
+            render(staged, ch, spec["chapters"][ch]["notebook"])
+            continue
+        problem = upstream_problem(spec, profile, ch, staged, results_root)
+        if problem:
+            raise SystemExit(problem)
+        print(f"[{profile}] {ch} runs: {forced or why}", flush=True)
+        stamps.clear(stamp)                   # from here until the new stamp, the chapter is incomplete
+        seconds = execute(profile, ch, staged, results_root, spec)
+        stamps.write_stamp(stamp, inputs, nb, results_root / profile / ch, seconds)
+        done.append(ch)
+    return done
+
+
+def tidy_executed(nb_path: Path, output_path: Path | None = None) -> None:
+    """Tidy an executed notebook for the site (``output_path``: where it will lie, for its metadata).
+
+    Widget outputs (progress bars that escaped) and widget state go: the site would load their
+    JavaScript from a CDN. The notebook's default parameters cell is hidden behind the cell
+    papermill injected, which holds the values that actually ran; the other code cells fold
+    behind a toggle. Paths inside the repository are shown relative to it (the injected
+    ``results_root``, printed paths, papermill's record): no page shows the build machine's folders.
+    """
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    nb.metadata.pop("widgets", None)
+    if output_path is not None and "papermill" in nb.metadata:
+        nb.metadata["papermill"]["output_path"] = str(output_path)
+    injected = any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells)
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if injected and "parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = tags + ["remove-cell"]
+        elif cell.cell_type == "code" and not {"injected-parameters", "hide-input", "remove-input"} & set(tags):
+            cell.metadata["tags"] = tags + ["hide-input"]     # the page reads as prose, tables, figures
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if "application/vnd.jupyter.widget-view+json" not in o.get("data", {})]
+    _make_relative(nb)        # stamps kept before relativize existed still hold absolute paths
+    nbformat.write(nb, nb_path)
+
+
+def relativize(nb_path: Path) -> None:
+    """Rewrite an executed notebook in place with the repository's absolute paths made relative,
+    and nothing else changed: what the build keeps as a chapter's executed notebook then shows no
+    folder of the machine that ran it."""
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    _make_relative(nb)
+    nbformat.write(nb, nb_path)
+
+
+def _make_relative(nb) -> None:
+    """The repository's absolute paths made relative in a notebook's metadata, sources and outputs
+    (images untouched)."""
+    root = str(repo_root())
+    nb.metadata = relative_paths(nb.metadata, root)
+    for cell in nb.cells:
+        cell.source = relative_paths(cell.source, root)
+        if cell.cell_type == "code":
+            cell.outputs = [relative_paths(o, root) for o in cell.outputs]
+
+
+def relative_paths(obj, root: str):
+    """``obj`` (text, or an output or metadata mapping) with ``root``'s absolute paths made relative
+    to it; images are left alone."""
+    if isinstance(obj, str):
+        return obj.replace(root + "/", "").replace(root, ".")
+    if isinstance(obj, list):
+        return [relative_paths(v, root) for v in obj]
+    if isinstance(obj, dict):
+        return type(obj)({k: v if str(k).startswith("image/") else relative_paths(v, root) for k, v in obj.items()})
+    return obj
+
+
+FRONT = "book/00_findings.ipynb"      # the findings page, computed from the results after the chapters
+
+
+def execute_front(profile: str, staged: Path, results_root: Path) -> None:
+    """The findings page from the results as they are now: on every build, since it takes seconds."""
+    import papermill as pm
+
+    partial = staged / "book" / ".00_findings.partial.ipynb"
+    print(f"[{profile}] executing {FRONT} ...", flush=True)
+    pm.execute_notebook(str(repo_root() / FRONT), str(partial), cwd=str(repo_root() / "book"), kernel_name="python3",
+                        parameters={"profile": profile, "results_root": str(results_root),
+                                    "stamps": str(stamps.stamps_dir(staged))}, progress_bar=False,
+                        log_output=False)
+    tidy_executed(partial, output_path=staged / FRONT)
+    os.replace(partial, staged / FRONT)

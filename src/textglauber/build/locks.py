@@ -1,0 +1,223 @@
+"""Before a build writes anything: one build of a profile at a time (a lock file holding the
+build's pid beside its stamps and one in its results folder), and every folder it will write
+probed first, so that it stops before any compute and before any stamp is deleted."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ..results import resumable
+from .stamps import stamps_dir
+
+
+# --------------------------------------------------------------------------- folders the build writes
+def written_folders(staged: Path, results_root: Path, profile: str, chapters: list[str]) -> list[Path]:
+    """What a build of ``chapters`` writes into: the staging folder (the book, the stamps), the
+    profile's results folder (wall times) and each chapter's, with the resumable folders it holds."""
+    staged, profile_results = Path(staged), Path(results_root) / profile
+    folders = [staged, staged / "book", stamps_dir(staged)]
+    if chapters:
+        folders.append(profile_results)
+    for ch in chapters:
+        folder = profile_results / ch
+        folders.append(folder)
+        if folder.is_dir():
+            folders += sorted(p for p in folder.iterdir() if p.is_dir() and resumable(p.name))
+    return folders
+
+
+def unwritable(folders: list[Path]) -> str | None:
+    """Why one of ``folders`` cannot be written (a probe file created and deleted in each; a folder
+    not there yet is created for the probe and removed again), or None."""
+    for folder in folders:
+        folder = Path(folder)
+        made = []
+        try:
+            missing = [p for p in [folder, *folder.parents] if not p.exists()]
+            for p in reversed(missing):
+                p.mkdir()
+                made.append(p)
+            probe = folder / f".write-probe-{os.getpid()}"
+            fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            try:
+                os.write(fd, b"probe")
+            finally:
+                os.close(fd)
+            probe.unlink()
+        except OSError as exc:
+            return f"{folder}: {exc.strerror or exc}"
+        finally:
+            for p in reversed(made):
+                try:
+                    p.rmdir()
+                except OSError:
+                    pass
+    return None
+
+
+def check_writable(folders: list[Path]) -> None:
+    """Stop, in one line and before any compute or any stamp is deleted, where the build could not
+    write what it will write: a run that fails at its last cell after all its compute, having
+    already deleted a valid stamp, is what this prevents."""
+    problem = unwritable(folders)
+    if problem:
+        raise SystemExit(f"the build cannot write to {problem}; nothing was run or deleted")
+
+
+# --------------------------------------------------------------------------- one build of a profile at a time
+LOCK_NAME = "build.lock"
+_lock_scopes: list = []
+
+
+def lock_paths(staged: Path, results_root: Path, profile: str) -> list[Path]:
+    """The locks a build of ``profile`` takes: one beside its stamps (the staged book, the partial
+    notebooks) and one in its results folder (the chains' checkpoints), which another build folder
+    may share."""
+    return [stamps_dir(staged).parent / LOCK_NAME, Path(results_root) / profile / LOCK_NAME]
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of a process in clock ticks since boot (/proc), which tells a reused pid
+    from the process that wrote a lock; None where it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _holder(path: Path) -> dict | None:
+    try:
+        holder = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return holder if isinstance(holder, dict) and isinstance(holder.get("pid"), int) else None
+
+
+def _alive(holder: dict) -> bool:
+    """Whether the process that wrote a lock still runs (a lock from another host counts as held)."""
+    import socket
+
+    if holder.get("host") not in (None, socket.gethostname()):
+        return True
+    pid = holder["pid"]
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if _zombie(pid):
+        return False
+    started = _process_start(pid)
+    return not (holder.get("start") and started and started != holder["start"])
+
+
+def acquire_lock(path: Path, what: str, log=print) -> None:
+    """Create the lock file ``path`` holding this process's pid, atomically (``O_EXCL``). Where it
+    exists and its pid runs, stop at once with one line naming that pid; where that process is gone
+    (a build killed by SIGKILL or a crash of the machine), take the lock over and say so."""
+    import fcntl
+    import socket
+    import time
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    me = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "start": _process_start(os.getpid())})
+    unreadable_since = None
+    while True:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(me)
+            return
+        holder = _holder(path)
+        if holder is None and path.exists():     # created an instant ago, pid not written yet
+            unreadable_since = unreadable_since or time.monotonic()
+            if time.monotonic() - unreadable_since < 2.0:
+                time.sleep(0.05)
+                continue
+        if holder is not None and _alive(holder):
+            raise SystemExit(f"another build of {what} is running (pid {holder['pid']}, lock {path}); "
+                             "wait for it to end, or delete the lock if that process is no build")
+        # stale: one taker at a time, so that a lock just taken by a third build is not removed
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            fcntl.flock(dfd, fcntl.LOCK_EX)
+            if path.exists() and _holder(path) == holder:
+                path.unlink()
+                who = f"pid {holder['pid']}, which no longer runs" if holder else "no readable pid"
+                log(f"{path}: taking over a stale lock ({who})", flush=True)
+        finally:
+            os.close(dfd)                          # closing releases the flock
+        unreadable_since = None
+
+
+def release_lock(path: Path) -> None:
+    """Remove the lock file if this process holds it (never another build's)."""
+    holder = _holder(path)
+    if holder is not None and holder["pid"] == os.getpid() and holder.get("start") == _process_start(os.getpid()):
+        Path(path).unlink(missing_ok=True)
+
+
+def lock_build(paths: list[Path], what: str) -> None:
+    """Take every lock in ``paths`` (:func:`acquire_lock`), each released when the call of the
+    function decorated with :func:`holding_locks` ends, however it ends (an exception, SIGTERM),
+    or at the interpreter's exit outside such a call."""
+    import atexit
+
+    for path in paths:
+        try:
+            acquire_lock(path, what)
+        except BaseException:
+            if not _lock_scopes:                   # what this call took so far goes with it
+                for taken in paths[:paths.index(path)]:
+                    release_lock(taken)
+            raise
+        if _lock_scopes:
+            _lock_scopes[-1].callback(release_lock, path)
+        else:
+            atexit.register(release_lock, path)
+
+
+def holding_locks(fn):
+    """Run ``fn`` with the locks :func:`lock_build` takes inside it released when it returns or
+    raises; SIGTERM (the default way to stop a process) raises SystemExit meanwhile, so a build
+    stopped that way lets its locks go too."""
+    import contextlib
+    import functools
+    import signal
+    import threading
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with contextlib.ExitStack() as stack:
+            _lock_scopes.append(stack)
+            old = None
+            if threading.current_thread() is threading.main_thread() \
+                    and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                def stop(signum, frame):
+                    raise SystemExit(128 + signum)
+
+                old = signal.signal(signal.SIGTERM, stop)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _lock_scopes.pop()
+                if old is not None:
+                    signal.signal(signal.SIGTERM, old)
+    return wrapper

@@ -12,7 +12,7 @@ from transformers import (BertConfig, BertForMaskedLM, BertForSequenceClassifica
 
 from textglauber import models
 from textglauber.build import preflight as build_preflight
-from textglauber.models import ModelMismatchError, ModelUnavailableError, Wanted
+from textglauber.models import ModelMismatchError, ModelUnavailableError, Wanted, loading
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "dog", "ran", "a", "cat"]
 BERT = dict(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
@@ -164,7 +164,7 @@ def test_load_refuses_before_reading_weights(folders, no_weights):
 
 def test_loader_names_the_mismatch_in_one_line(folders, monkeypatch):
     """Where a mismatch gets past the cheap check, transformers' report is in the error, not a log."""
-    monkeypatch.setattr(models, "folder_problems", lambda src, role: [])
+    monkeypatch.setattr(loading, "folder_problems", lambda src, role: [])
     with pytest.raises(ModelMismatchError) as exc:
         models.load(folders["wide"], device="cpu", dtype="float32")
     msg = _one_line(exc)

@@ -37,9 +37,11 @@ def no_loading(monkeypatch):
             raise Loaded(f"{what} was called before the profile was refused")
         return f
 
-    from textglauber import benchcache, standins, tiny, train_mlm
+    from textglauber import benchcache, standins, train_mlm
+    from textglauber.models import loading, lookup, preflight, scorers, tiny
 
-    for mod, names in ((models, ("load", "open_mlm", "tokenizer", "resolve", "check_available", "check_models")),
+    model_names = ("load", "open_mlm", "tokenizer", "resolve", "check_available", "check_models")
+    for mod, names in (*((m, model_names) for m in (models, lookup, loading, scorers, preflight)),
                        (corpus, ("texts", "windows", "check_available")), (tiny, ("build",)),
                        (train_mlm, ("ensure",)), (standins, ("ensure",)), (benchcache, ("ensure",)),
                        (cli, ("build_artifacts", "stage", "preflight", "run_chapters", "build_site")),
@@ -294,7 +296,7 @@ def test_the_papermill_recipe_checks_the_whole_profile_first(pdir, no_loading, c
 # --------------------------------------------------------------------------- what the schema declares
 @pytest.mark.parametrize("profile", SHIPPED)
 def test_every_shipped_profile_validates(profile):
-    spec = schema.check_profile(profile)
+    spec = P.check_profile(profile)
     assert set(spec["chapters"]) >= {"incompatibility", "bounds", "crossover", "traps", "basins", "ground_truth", "cost"}
 
 
@@ -335,7 +337,8 @@ def test_the_schema_adds_no_library_module_to_a_chapters_code():
     src = (ROOT / "src" / "textglauber" / "schema.py").read_text()
     import re
 
-    assert set(re.findall(r"^\s*from \.(\w*) import", src, re.M)) <= {"params", ""}, "schema imports the library"
+    imported = set(re.findall(r"^\s*from \.(\w*) import", src, re.M))
+    assert imported <= {"config_errors", "paths"}, "schema imports the library"
 
 
 def test_a_notebook_whose_cell_and_schema_differ_is_refused(monkeypatch, pdir, no_loading, capsys, tmp_path):
@@ -359,12 +362,16 @@ def test_a_window_longer_than_the_corpus_is_refused_by_the_preflight_without_a_m
     def refuse(*a, **k):
         raise Loaded("a model was loaded")
 
-    for name in ("load", "open_mlm", "tokenizer"):
-        monkeypatch.setattr(models, name, refuse)
+    from textglauber.models import loading, scorers
+
+    for mod in (models, loading, scorers):                      # the package, and where its parts look them up
+        for name in ("load", "open_mlm", "tokenizer"):
+            if hasattr(mod, name):
+                monkeypatch.setattr(mod, name, refuse)
     spec = with_param("traps", "seq_len", 5000)                 # the tiny corpus: 40 short sentences
     spec["chapters"]["traps"]["parameters"]["window"] = 100
     name = write(pdir, "long", spec)
-    schema.check_profile(name)                                   # the schema cannot see it
+    P.check_profile(name)                                        # the schema cannot see it
     lines = P.window_problems(name, ["traps", "crossover", "ground_truth"])
     assert len(lines) == 1
     assert lines[0].startswith(f"{pdir / 'long.yaml'}: chapter 'traps': seq_len = 5000: a window of 5000 tokens is "

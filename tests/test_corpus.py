@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from textglauber import corpus, models, paths
+from textglauber import corpus, hub, models, paths
 from textglauber.build import preflight as build_preflight
 
 MARCO_ROWS = [{"query": "q1", "passages": {"is_selected": [0, 1], "passage_text": ["first passage.", "second one."]}},
@@ -54,7 +54,7 @@ def test_bad_corpora_fail_clearly(root):
 
 
 def test_msmarco_reads_a_local_copy_and_never_the_hub(root, monkeypatch):
-    monkeypatch.setattr(models, "_hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(hub, "reachable", lambda timeout=3.0: False)
     with pytest.raises(corpus.CorpusUnavailableError, match="fetch msmarco"):
         corpus.texts("msmarco")
     with pytest.raises(corpus.CorpusUnavailableError, match="fetch msmarco"):

@@ -8,8 +8,8 @@ from transformers import (AlbertConfig, AlbertForMaskedLM, BertConfig, BertForMa
                           DistilBertForMaskedLM, ElectraConfig, ElectraForMaskedLM, ModernBertConfig,
                           ModernBertForMaskedLM, RobertaConfig, RobertaForMaskedLM)
 
-from textglauber import models, vocabulary
-from textglauber.models import ModelUnavailableError
+from textglauber import hub, models, vocabulary
+from textglauber.models import ModelUnavailableError, scorers
 
 KW = dict(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 ARCHS = {
@@ -27,7 +27,7 @@ ARCHS = {
 def test_split_head_equals_full_model_logits(arch):
     torch.manual_seed(0)
     model = ARCHS[arch]().eval()
-    enc, transform, decoder = models._head_parts(model)
+    enc, transform, decoder = models.head_parts(model)
     ids = torch.randint(5, 60, (3, 9))
     rows, pos = torch.arange(3), torch.tensor([1, 4, 7])
     with torch.no_grad():
@@ -74,7 +74,7 @@ def test_last_layer_on_masked_rows_equals_the_full_encoder(arch):
     masked rows; elsewhere the scorer falls back to the whole encoder."""
     torch.manual_seed(0)
     model = ARCHS[arch]().eval()
-    pruned = models._row_pruned_layers(model)
+    pruned = scorers._row_pruned_layers(model)
     assert (pruned is not None) == (arch in ("bert", "roberta"))
     if pruned is None:
         return
@@ -85,7 +85,7 @@ def test_last_layer_on_masked_rows_equals_the_full_encoder(arch):
         h = emb(input_ids=ids)
         for layer in layers[:-1]:
             h = layer(h)
-        mine = models._last_layer_rows(layers[-1], h, rows, pos)
+        mine = scorers._last_layer_rows(layers[-1], h, rows, pos)
         want = model.base_model(input_ids=ids)[0][rows, pos]
     torch.testing.assert_close(mine, want, rtol=1e-5, atol=1e-5)
 
@@ -162,7 +162,7 @@ def test_causal_logprob_matches_token_by_token(tiny_causal):
 
 
 def test_tiny_models_are_deterministic(tmp_path, monkeypatch):
-    from textglauber import tiny
+    from textglauber.models import tiny
 
     monkeypatch.setenv("TEXTGLAUBER_CACHE", str(tmp_path / "a"))
     a = models.load("tiny-mlm:steps=5,hidden=16,heads=2,layers=1")
@@ -184,7 +184,7 @@ def test_unknown_model_offline_fails_fast_and_clearly(monkeypatch):
 
 def test_unreachable_hub_fails_with_one_message(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(models, "_hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(hub, "reachable", lambda timeout=3.0: False)
     with pytest.raises(ModelUnavailableError) as exc:
         models.check_available(["bert-base-uncased", "tiny-mlm", "roberta-base"])
     msg = str(exc.value)

@@ -3,8 +3,8 @@
 The library behind the reproducible book of *Mixing Times of Glauber Dynamics on
 Masked Language Models* (arXiv 2605.16378). One module per concept of the preprint:
 
-- ``models``      loading masked and causal LMs (hub name, local path, installed package)
-- ``tiny``        tiny deterministic models for tests and the smoke profile
+- ``models``      masked and causal LMs: naming, checking, loading and scoring them (hub name,
+                  local path, installed package, and tiny deterministic ones for tests and smoke)
 - ``vocabulary``  the allowed vocabulary A
 - ``chain``       the batched Glauber engine (checkpoint, resume, records)
 - ``rectangle``   the rectangle incompatibility test and its K x K grid

@@ -77,8 +77,7 @@ def flops_per_step(cfg, n_tokens: int, head_cols: int) -> float:
 def bert_base_random(device, dtype):
     from transformers import BertConfig, BertForMaskedLM
 
-    from . import tiny
-    from .models import LoadedModel
+    from .models import LoadedModel, tiny
 
     torch.manual_seed(0)
     model = BertForMaskedLM(BertConfig()).to(device=device, dtype=dtype).eval()     # bert-base shape, 30522 vocab

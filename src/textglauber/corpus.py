@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import vocabulary
+from . import hub, vocabulary
 
 
 def _data_lines(name: str) -> list[str]:
@@ -166,9 +166,7 @@ def read_local(path: Path) -> list[str]:
 def _msmarco() -> list[str]:
     local = msmarco_local()
     if local is None:
-        from .models import _hub_reachable
-
-        if not _hub_reachable():
+        if not hub.reachable():
             raise CorpusUnavailableError(_MSMARCO_MISSING)
         local = fetch_msmarco()
     return read_local(local)[:MSMARCO_LIMIT]
@@ -264,14 +262,13 @@ def texts(source: str) -> list[str]:
 
 def check_available(sources: list[str]) -> None:
     """Every corpus a run will read, checked without reading it: one error naming each missing one."""
-    from .models import _hub_reachable
     from .paths import local_path
 
     problems = []
     for src in sorted(set(sources)):
         try:
             if src == "msmarco":
-                if msmarco_local() is None and not _hub_reachable():
+                if msmarco_local() is None and not hub.reachable():
                     problems.append(_MSMARCO_MISSING)
             elif src not in SOURCES:
                 if not _is_path(src):

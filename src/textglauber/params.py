@@ -19,13 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from .config_errors import NAME_RE, ProfileError, where
 from .paths import repo_root
-
-NAME_RE = r"^[A-Za-z0-9_-]+$"     # a profile or chapter name: also a folder under results/ and _build/
-
-
-class ProfileError(ValueError):
-    """A profile that must not run; ``str()`` holds one line per problem."""
 
 
 def params_dir() -> Path:
@@ -42,14 +37,6 @@ def profile_path(profile: str) -> Path:
 
 def profiles() -> list[str]:
     return sorted(p.stem for p in params_dir().glob("*.yaml") if re.fullmatch(NAME_RE, p.stem))
-
-
-def where(path: Path) -> str:
-    """A profile's path as messages name it: relative to the repository where it lies inside it."""
-    try:
-        return str(Path(path).resolve().relative_to(repo_root().resolve()))
-    except ValueError:
-        return str(path)
 
 
 DERIVED_KEYS = ("profile", "derive", "description", "artifacts", "defaults", "replace", "sizes")
@@ -159,7 +146,7 @@ def build_order(spec: dict, chapters: list[str]) -> list[str]:
 def load_profile(profile: str, _deriving: tuple[str, ...] = ()) -> dict:
     """The profile as the build runs it (``derive`` applied). Its name, its top-level keys and their
     types, and its chapters' entries are checked here (:func:`textglauber.schema.check_raw`); the
-    chapters' parameters by :func:`textglauber.schema.check_profile`."""
+    chapters' parameters by :func:`check_profile`."""
     from .schema import check_raw
 
     path = profile_path(profile)
@@ -182,11 +169,28 @@ def load_profile(profile: str, _deriving: tuple[str, ...] = ()) -> dict:
     return spec
 
 
-def validate_or_exit(profile: str, chapters: list[str] | None = None) -> dict:
-    """:func:`textglauber.schema.check_profile` for a command line: each problem on one line of
-    stderr and exit status 2, no traceback; else the loaded profile."""
-    from .schema import check_profile
+def check_profile(profile: str, chapters: list[str] | None = None) -> dict:
+    """Load ``profile`` and check all of it against :mod:`textglauber.schema`; return the loaded profile.
+    ``chapters`` (names given on a command line) must be chapters of it. Raises :class:`ProfileError`:
+    one line per problem."""
+    from .schema import profile_problems
 
+    spec = load_profile(profile)            # name, file, top-level keys, derive, chapter entries
+    path = profile_path(profile)
+    injected = {chapter: chapter_parameters(profile, chapter, spec=spec) for chapter in spec["chapters"]}
+    lines = profile_problems(spec, path, injected)
+    for name in chapters or []:
+        if name not in spec["chapters"]:
+            lines.append(f"{where(path)}: --chapter {name!r}: not a chapter of this profile; known: "
+                         f"{', '.join(spec['chapters'])}")
+    if lines:
+        raise ProfileError("\n".join(lines))
+    return spec
+
+
+def validate_or_exit(profile: str, chapters: list[str] | None = None) -> dict:
+    """:func:`check_profile` for a command line: each problem on one line of stderr and exit status
+    2, no traceback; else the loaded profile."""
     try:
         return check_profile(profile, chapters)
     except ValueError as exc:

@@ -20,8 +20,8 @@ holds, a token the vocabulary lacks) is the pre-flight's (:func:`textglauber.par
 or the run's.
 
 A problem is one line: ``params/smoke.yaml: chapter 'incompatibility': temperature = nan: must
-be a finite number > 0`` (:func:`check_profile` raises :class:`ProfileError` with one line per
-problem).
+be a finite number > 0`` (:func:`textglauber.params.check_profile` raises :class:`ProfileError` with
+one line per problem).
 """
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ from pydantic import (AfterValidator, AllowInfNan, BaseModel, BeforeValidator, C
                       ValidationError, WrapValidator, model_validator)
 from pydantic_core import PydanticCustomError
 
-from .params import NAME_RE, ProfileError, where
+from .config_errors import NAME_RE, ProfileError, where
+from .paths import repo_root
 
 INJECTED = ("profile", "results_root")  # set by the build for every chapter, never by a profile
 DEFAULT_KEYS = ("seed", "device", "dtype", "on_missing_model")
@@ -707,10 +708,9 @@ def check_raw(spec, path: Path) -> None:
         raise ProfileError("\n".join(lines))
 
 
-def chapter_problems(profile: str, spec: dict, chapter: str, path: Path) -> list[str]:
-    """Every problem of one chapter's parameters, as papermill would inject them."""
-    from . import params as P
-
+def chapter_problems(spec: dict, chapter: str, path: Path, injected: dict) -> list[str]:
+    """Every problem of one chapter's parameters, as papermill would inject them (``injected``: the
+    profile's parameters for it, :func:`textglauber.params.chapter_parameters`)."""
     at = f"{where(path)}" + (f" (derives from {spec['derived_from']!r})" if spec.get("derived_from") else "")
     at += f": chapter {chapter!r}: "
     entry = spec["chapters"][chapter]
@@ -720,15 +720,15 @@ def chapter_problems(profile: str, spec: dict, chapter: str, path: Path) -> list
         return [f"{at}notebook = {notebook!r}: has no declared parameters (textglauber.schema.CHAPTERS lists "
                 f"{', '.join(CHAPTERS)})"]
     lines = []
-    mismatch = schema_mismatch(notebook, P.repo_root())
+    mismatch = schema_mismatch(notebook, repo_root())
     if mismatch:
         lines.append(f"{at}{mismatch}")
     given = entry.get("parameters") or {}
     for key in INJECTED:
         if key in given:
             lines.append(f"{at}{key} = {show(given[key])}: set by the build, not by a profile")
-    nb_defaults = {k: v for k, v in notebook_parameters(P.repo_root() / notebook).items() if k in model.model_fields}
-    merged = {**nb_defaults, **P.chapter_parameters(profile, chapter, spec=spec)}
+    nb_defaults = {k: v for k, v in notebook_parameters(repo_root() / notebook).items() if k in model.model_fields}
+    merged = {**nb_defaults, **injected}
     from_profile = set(given) | set(spec.get("defaults") or {})
 
     def note(key: str) -> str:
@@ -738,13 +738,9 @@ def chapter_problems(profile: str, spec: dict, chapter: str, path: Path) -> list
     return lines
 
 
-def check_profile(profile: str, chapters: list[str] | None = None) -> dict:
-    """Load ``profile`` and check all of it; return the loaded profile. ``chapters`` (names given on
-    a command line) must be chapters of it. Raises :class:`ProfileError`: one line per problem."""
-    from . import params as P
-
-    spec = P.load_profile(profile)            # name, file, top-level keys, derive, chapter entries
-    path = P.profile_path(profile)
+def profile_problems(spec: dict, path: Path, injected: dict[str, dict]) -> list[str]:
+    """Every problem of a loaded profile (``spec``, read from ``path``): its defaults, its artifacts and
+    each chapter's parameters (``injected[chapter]``: what papermill would inject). One line each."""
     at = f"{where(path)}: "
     lines = []
     defaults = spec.get("defaults") or {}
@@ -755,13 +751,8 @@ def check_profile(profile: str, chapters: list[str] | None = None) -> dict:
     lines += problems(Defaults, defaults, f"{at}defaults.")
     lines += artifact_problems(spec.get("artifacts") or [], at)
     for chapter in spec["chapters"]:
-        lines += chapter_problems(profile, spec, chapter, path)
-    for name in chapters or []:
-        if name not in spec["chapters"]:
-            lines.append(f"{at}--chapter {name!r}: not a chapter of this profile; known: {', '.join(spec['chapters'])}")
-    if lines:
-        raise ProfileError("\n".join(lines))
-    return spec
+        lines += chapter_problems(spec, chapter, path, injected[chapter])
+    return lines
 
 
 def artifact_problems(names: list[str], at: str) -> list[str]:

@@ -68,9 +68,9 @@ def embedder(kind: str, lm=None, batch: int = 256) -> Embedder:
 
         return Embedder("hamming", "hamming", enc)
     if kind == "self":
-        from .models import _head_parts
+        from .models import head_parts
 
-        encoder = _head_parts(lm.model)[0]
+        encoder = head_parts(lm.model)[0]
         pre = torch.tensor(lm.prefix_ids, dtype=torch.long)
         suf = torch.tensor(lm.suffix_ids, dtype=torch.long)
 

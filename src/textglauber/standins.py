@@ -204,10 +204,10 @@ def _train(model, tok, recipe: Recipe, texts: list[str], gen: torch.Generator) -
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3)
     causal = recipe.arch == "gpt2"
     if not causal:
-        from .models import _head_parts, _special_frame
+        from .models import head_parts, special_frame
 
-        prefix, suffix = _special_frame(tok, "mlm")
-        encoder, transform, decoder = _head_parts(model)      # the head on the masked rows only
+        prefix, suffix = special_frame(tok, "mlm")
+        encoder, transform, decoder = head_parts(model)      # the head on the masked rows only
     specials = torch.tensor(sorted(set(tok.all_special_ids)))
     losses = []
     model.train()

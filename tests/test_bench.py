@@ -536,7 +536,7 @@ def test_a_mode_is_cut_exactly_when_its_full_run_needs_more_than_the_row_budget(
     if and only if that run scores more than LOSING_ROWS rows per chain-step; an uncut mode
     reports that run's rows and no-op share exactly, and a cut one a lower bound on its rows."""
     from textglauber import models, vocabulary
-    from textglauber.chain import ChainSpec, run
+    from textglauber.engine import ChainSpec, run
 
     scorer = models.MaskedLMScorer(tiny_mlm, vocabulary.allowed_vocabulary(tiny_mlm.tokenizer))
     chains, n, steps, seed = 4, 6, 40, 3

@@ -240,7 +240,7 @@ def test_code_closure_enters_sub_packages(project):
 def test_the_real_chapters_reach_the_modules_they_call():
     reached = R.code_files(P.repo_root() / P.load_profile("smoke")["chapters"]["crossover"]["notebook"])
     files = {p.name for p in reached}
-    assert {"growth.py", "semantics.py", "coupling.py", "chain.py", "scorers.py", "loading.py", "__init__.py"} <= files
+    assert {"growth.py", "semantics.py", "coupling.py", "driver.py", "pairs.py", "scorers.py", "loading.py", "__init__.py"} <= files
     assert not {"bench.py"} & files
     assert not [p for p in reached if p.relative_to(R.PACKAGE_DIR).parts[0] == "build"]   # no module of the build
     from textglauber import corpus

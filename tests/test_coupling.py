@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from textglauber import coupling, exact, semantics, crossover
+from textglauber import coupling, engine, exact, semantics, crossover
 
 
 def test_maximal_coupling_has_the_right_marginals_and_disagreement():
@@ -11,7 +11,7 @@ def test_maximal_coupling_has_the_right_marginals_and_disagreement():
     p = torch.tensor([0.5, 0.3, 0.2, 0.0])
     q = torch.tensor([0.1, 0.3, 0.2, 0.4])
     m = 200_000
-    x, y = coupling.maximal_coupling(p.expand(m, -1), q.expand(m, -1), torch.rand((m, 3), generator=g, dtype=torch.float64))
+    x, y = engine.maximal_coupling(p.expand(m, -1), q.expand(m, -1), torch.rand((m, 3), generator=g, dtype=torch.float64))
     fx = torch.bincount(x, minlength=4).double() / m
     fy = torch.bincount(y, minlength=4).double() / m
     torch.testing.assert_close(fx, p.double(), atol=4e-3, rtol=0)
@@ -19,7 +19,7 @@ def test_maximal_coupling_has_the_right_marginals_and_disagreement():
     tv = 0.5 * float((p - q).abs().sum())
     assert float((x != y).double().mean()) == pytest.approx(tv, abs=4e-3)
     # equal laws: the two draws are always equal
-    x2, y2 = coupling.maximal_coupling(p.expand(1000, -1), p.expand(1000, -1), torch.rand((1000, 3), generator=g, dtype=torch.float64))
+    x2, y2 = engine.maximal_coupling(p.expand(1000, -1), p.expand(1000, -1), torch.rand((1000, 3), generator=g, dtype=torch.float64))
     assert torch.equal(x2, y2)
 
 
@@ -38,7 +38,7 @@ def _all_pairs(table, reps):
 
 def test_identical_starts_are_coupled_at_once(table):
     s = torch.as_tensor(table.chain.states[:5])
-    run = coupling.couple(table, s, s.clone(), 1.0, 10, torch.Generator().manual_seed(0))
+    run = engine.couple(table, s, s.clone(), 1.0, 10, torch.Generator().manual_seed(0))
     assert (run.tau == 0).all()
 
 
@@ -61,14 +61,14 @@ def test_coupling_time_falls_with_temperature(two_basins):
     x, y, _, _ = _all_pairs(two_basins, 2)
     means = []
     for T in (0.02, 0.3, 1.0, 3.0):
-        run = coupling.couple(two_basins, x, y, T, 300, torch.Generator().manual_seed(1))
+        run = engine.couple(two_basins, x, y, T, 300, torch.Generator().manual_seed(1))
         means.append(np.mean(np.where(run.censored, 300, run.tau)))
         if T == 3.0:
             assert not run.censored.any()                       # fast: every pair couples in budget
     assert all(a >= b for a, b in zip(means, means[1:])), means
     # at T tiny, pairs started in the two different traps never meet within the budget
-    stuck = coupling.couple(two_basins, perfect[:1].repeat(20, 1), perfect[1:].repeat(20, 1), 0.02, 300,
-                            torch.Generator().manual_seed(2))
+    stuck = engine.couple(two_basins, perfect[:1].repeat(20, 1), perfect[1:].repeat(20, 1), 0.02, 300,
+                          torch.Generator().manual_seed(2))
     assert stuck.censored.all()
 
 
@@ -77,7 +77,7 @@ def test_exact_mixing_time_lies_below_the_coupling_bound(table, small_scorer):
     worst start pair's estimated tail drops below 1/4 (with sampling slack)."""
     T, reps = 1.0, 60
     x, y, xi, yi = _all_pairs(table, reps)
-    run = coupling.couple(table, x, y, T, 400, torch.Generator().manual_seed(2))
+    run = engine.couple(table, x, y, T, 400, torch.Generator().manual_seed(2))
     tau = np.where(run.censored, np.inf, run.tau).reshape(-1, reps)
     t_grid = np.arange(0, 401)
     worst_tail = np.array([(tau > t).mean(1).max() for t in t_grid])
@@ -161,12 +161,12 @@ def test_couple_never_touches_a_frozen_prefix(table):
     s = torch.as_tensor(table.chain.states)
     g = torch.Generator().manual_seed(3)
     xi, yi = np.nonzero(((s[:, None, :2] == s[None, :, :2]).all(-1) & (s[:, None, 2] != s[None, :, 2])).numpy())
-    run = coupling.couple(table, s[xi], s[yi], 1.0, 50, g, prefix_len=2)
+    run = engine.couple(table, s[xi], s[yi], 1.0, 50, g, prefix_len=2)
     assert len(xi) == 54 and (run.tau == 1).all()
     xi, yi = np.nonzero((s[:, None, 0] != s[None, :, 0]).numpy())
-    frozen = coupling.couple(table, s[xi], s[yi], 1.0, 200, g, prefix_len=1)
+    frozen = engine.couple(table, s[xi], s[yi], 1.0, 200, g, prefix_len=1)
     assert frozen.censored.all()
-    free = coupling.couple(table, s[xi], s[yi], 1.0, 200, g)
+    free = engine.couple(table, s[xi], s[yi], 1.0, 200, g)
     assert (~free.censored).mean() > 0.9
 
 

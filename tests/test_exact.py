@@ -235,7 +235,7 @@ def test_allowed_vocabulary_given_out_of_order_gives_the_same_chain(tiny_mlm, sm
     """A reversed id list is sorted on construction with its tokens kept aligned, so the exact
     kernel, its stationary law and the engine's draws are those of the sorted vocabulary, and the
     kernel matches plain model calls on the named tokens."""
-    from textglauber import chain, models, vocabulary
+    from textglauber import engine, models, vocabulary
 
     v = small_scorer.vocab
     rev = vocabulary.AllowedVocab(ids=v.ids.flip(0), tokens=v.tokens[::-1], vocab_size=v.vocab_size)
@@ -251,7 +251,7 @@ def test_allowed_vocabulary_given_out_of_order_gives_the_same_chain(tiny_mlm, sm
     for y, p in _direct_row(tiny_mlm, ["ran", "dog", "the"], x.tolist(), T).items():
         assert b.kernel[5, b.index(np.array(y))] == pytest.approx(p, abs=1e-5)
     # the engine: 4000 chains one step from x land on the kernel's row x
-    run = chain.run(sc, torch.as_tensor(x).repeat(4000, 1), chain.ChainSpec(temperature=T, steps=1), seed=0)
+    run = engine.run(sc, torch.as_tensor(x).repeat(4000, 1), engine.ChainSpec(temperature=T, steps=1), seed=0)
     freq = np.bincount(b.index(run.states[-1]), minlength=len(b.states)) / 4000
     assert exact.tv(freq, b.kernel[5]) < 0.03
 

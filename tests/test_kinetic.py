@@ -11,8 +11,8 @@ import pytest
 import scipy.stats as st
 import torch
 
-from textglauber import chain, coupling, exact, models, stats, vocabulary
-from textglauber.chain import ChainSpec
+from textglauber import coupling, engine, exact, models, stats, vocabulary
+from textglauber.engine import ChainSpec
 
 ALPHA = 1e-3
 
@@ -58,8 +58,8 @@ def two_sample_pvalue(a, b, bins=10) -> float:
 def law_at_step_pvalue(scorer, ex, P, T, x, t, mode, chains=4000, seed=0) -> float:
     """Many chains from state x for t steps: their states at t against row x of the exact P^t."""
     start = torch.as_tensor(ex.states[x]).repeat(chains, 1)
-    r = chain.run(scorer, start, ChainSpec(temperature=T, steps=t, record_every=t, checkpoint_every=t,
-                                           mode=mode, prefix_len=ex.free[0]), seed=seed)
+    r = engine.run(scorer, start, ChainSpec(temperature=T, steps=t, record_every=t, checkpoint_every=t,
+                                            mode=mode, prefix_len=ex.free[0]), seed=seed)
     counts = np.bincount(ex.index(r.states[-1]), minlength=len(ex.states))
     return chi2_pvalue(counts, np.linalg.matrix_power(P, t)[x])
 
@@ -68,8 +68,8 @@ def holding_pvalue(scorer, ex, P, T, x, mode, chains=3000, steps=80, seed=0) -> 
     """Chains started in x: the step at which each first leaves x against the geometric law with
     stay probability P(x, x), cells 1..K and 'more than K' (censored chains fall there)."""
     start = torch.as_tensor(ex.states[x]).repeat(chains, 1)
-    r = chain.run(scorer, start, ChainSpec(temperature=T, steps=steps, mode=mode, checkpoint_every=steps),
-                  seed=seed)
+    r = engine.run(scorer, start, ChainSpec(temperature=T, steps=steps, mode=mode, checkpoint_every=steps),
+                   seed=seed)
     left = (r.states[1:] != r.states[0][None]).any(-1)
     first = np.where(left.any(0), left.argmax(0) + 1, steps + 1)
     stay = P[x, x]
@@ -101,7 +101,7 @@ class RowCounter:
 
     def __init__(self, inner):
         self.inner, self.vocab, self.rows = inner, inner.vocab, 0
-        self.round_cost_rows = chain.round_cost(inner, inner.max_length)
+        self.round_cost_rows = engine.round_cost(inner, inner.max_length)
 
     @property
     def max_length(self):
@@ -149,25 +149,31 @@ def trap_joint(seed=0, depth=12.0):
 @pytest.fixture
 def wrong(monkeypatch):
     """Deliberately wrong engines, one at a time, for showing that a check can fail."""
-    leave = chain.leave_probability
+    leave = engine.leave_probability
 
     def make(kind):
         if kind == "redraws current token":               # a jump may write x_i again
-            monkeypatch.setattr(chain, "restricted", lambda p, pos: p.clone())
+            monkeypatch.setattr(engine.jump, "restricted", lambda p, pos: p.clone())
         elif kind == "wrong holding probability":          # 1 - pi_i(x_i) distorted state by state
-            monkeypatch.setattr(chain, "leave_probability", lambda s, pos, T: leave(s, pos, T) ** 0.5)
+            monkeypatch.setattr(engine.cache, "leave_probability", lambda s, pos, T: leave(s, pos, T) ** 0.5)
         elif kind == "cache survives a move":
-            monkeypatch.setattr(chain.SiteCache, "enter", lambda self, units, states: None)
+            monkeypatch.setattr(engine.SiteCache, "enter", lambda self, units, states: None)
         elif kind == "pair holds as its first member":     # the pair's leave probability of X alone
-            monkeypatch.setattr(coupling, "pair_leave", lambda p, q, xp, yp: chain.without(p, xp).sum(-1))
+            monkeypatch.setattr(engine.pairs, "pair_leave", lambda p, q, xp, yp: engine.without(p, xp).sum(-1))
         elif kind == "pair move not conditioned":          # the unconditioned coupling may keep (x_i, y_i)
-            monkeypatch.setattr(coupling, "pair_move", lambda p, q, xp, yp, u: coupling.maximal_coupling(p, q, u[:, :3]))
+            monkeypatch.setattr(engine.pairs, "pair_move", lambda p, q, xp, yp, u: engine.maximal_coupling(p, q, u[:, :3]))
         else:
             raise KeyError(kind)
     return make
 
 
 # ---------------------------------------------------------------- memo: the plain trajectory
+def set_memo_window(monkeypatch, steps: int) -> None:
+    """The memo window, where both its readers look it up: the memo mode's windows and auto's policy."""
+    monkeypatch.setattr(engine.memo, "MEMO_WINDOW", steps)
+    monkeypatch.setattr(engine.policy, "MEMO_WINDOW", steps)
+
+
 def _same_run(a, b) -> bool:
     return all(np.array_equal(getattr(a, f), getattr(b, f), equal_nan=True) for f in ("steps", "states", "sites", "gaps"))
 
@@ -180,7 +186,7 @@ def test_memo_gives_the_plain_trajectory_bit_for_bit(table, T, prefix):
     init = table.vocab.ids[torch.randint(3, (64, 3), generator=g)]
     spec = dict(temperature=T, steps=200, record_every=3, record_gaps=True, prefix_len=prefix, checkpoint_every=70)
     counted = {m: RowCounter(table) for m in ("plain", "memo")}
-    runs = {m: chain.run(counted[m], init, ChainSpec(**spec, mode=m), seed=4) for m in counted}
+    runs = {m: engine.run(counted[m], init, ChainSpec(**spec, mode=m), seed=4) for m in counted}
     assert _same_run(runs["plain"], runs["memo"])
     assert counted["plain"].rows == 64 * 200
     assert counted["memo"].rows < 0.8 * counted["plain"].rows
@@ -204,11 +210,11 @@ def test_memo_chains_on_their_own_clocks_keep_the_plain_trajectory_in_fewer_roun
     interval still give plain's states, sites and gaps bit for bit, the same generator state at
     the end (a second run continues identically), and, past one step per window, fewer scorer
     calls than steps."""
-    monkeypatch.setattr(chain, "MEMO_WINDOW", window)
+    set_memo_window(monkeypatch, window)
     init = table.vocab.ids[torch.randint(3, (32, 3), generator=torch.Generator().manual_seed(window))]
     spec = dict(temperature=0.4, steps=150, record_every=4, record_gaps=True, checkpoint_every=50)
     counted = {m: CallCounter(table) for m in ("plain", "memo")}
-    runs = {m: chain.run(counted[m], init, ChainSpec(**spec, mode=m), seed=9) for m in counted}
+    runs = {m: engine.run(counted[m], init, ChainSpec(**spec, mode=m), seed=9) for m in counted}
     assert _same_run(runs["plain"], runs["memo"])
     assert counted["plain"].calls == 150 and counted["memo"].calls <= 150
     assert counted["memo"].rows < counted["plain"].rows
@@ -221,13 +227,13 @@ def test_memo_rounds_fall_with_the_window_where_chains_hold(basins, monkeypatch)
     when this test was written. Moves score their rows here (no remembered tokens), as a move to
     a token beyond the few remembered does; with its three tokens remembered, this chain needs a
     row per (state, site) and nothing else."""
-    monkeypatch.setattr(chain, "MOVE_TOKENS", 0)
+    monkeypatch.setattr(engine.cache, "MOVE_TOKENS", 0)
     init = basins.vocab.ids[torch.randint(3, (16, 3), generator=torch.Generator().manual_seed(1))]
     calls = {}
     for window in (1, 256):
-        monkeypatch.setattr(chain, "MEMO_WINDOW", window)
+        set_memo_window(monkeypatch, window)
         counted = CallCounter(basins)
-        chain.run(counted, init, ChainSpec(temperature=0.3, steps=400, mode="memo"), seed=3)
+        engine.run(counted, init, ChainSpec(temperature=0.3, steps=400, mode="memo"), seed=3)
         calls[window] = counted.calls
     assert calls[1] <= 400 and calls[256] < 0.5 * calls[1]
 
@@ -239,22 +245,22 @@ def test_auto_that_stays_on_memo_makes_about_memo_s_calls(basins, monkeypatch):
     work are priced at nothing here, so that auto weighs rows alone and keeps memo. The bound can fail:
     auto segments of 16 steps, each ending with the chains in step, make more calls than that.
     Moves score their rows (no remembered tokens), so that there are calls to count."""
-    monkeypatch.setattr(chain, "MOVE_TOKENS", 0)
+    monkeypatch.setattr(engine.cache, "MOVE_TOKENS", 0)
     init = basins.vocab.ids[torch.randint(3, (16, 3), generator=torch.Generator().manual_seed(1))]
     spec = dict(temperature=0.3, steps=400, record_every=400)
 
     def counted_run(mode):
         counted = CallCounter(basins)
         counted.round_cost_rows = counted.summary_cost_rows = counted.step_cost_rows = 0.0
-        return chain.run(counted, init, ChainSpec(**spec, mode=mode), seed=3), counted.calls
+        return engine.run(counted, init, ChainSpec(**spec, mode=mode), seed=3), counted.calls
 
     _, memo_calls = counted_run("memo")
     r, auto_calls = counted_run("auto")
     assert r.modes == [["memo", 400]]
-    assert auto_calls <= memo_calls + chain.AUTO_FIRST
-    monkeypatch.setattr(chain, "MEMO_WINDOW", 16)
+    assert auto_calls <= memo_calls + engine.policy.AUTO_FIRST
+    set_memo_window(monkeypatch, 16)
     r, short_calls = counted_run("auto")
-    assert r.modes == [["memo", 400]] and short_calls > memo_calls + chain.AUTO_FIRST
+    assert r.modes == [["memo", 400]] and short_calls > memo_calls + engine.policy.AUTO_FIRST
 
 
 def _top_tokens(scorer, k: int):
@@ -308,14 +314,14 @@ def test_memo_remembers_states_it_left_and_shares_them_across_chains(basins, mon
     site) never scored before), which is well below what a memo that forgets a state on leaving
     would score; the trajectory is still plain's bit for bit. One chain on its own clock, and 16
     chains in step (a window of one step, where the order of rounds is the plain order)."""
-    monkeypatch.setattr(chain, "MEMO_WINDOW", window)
+    set_memo_window(monkeypatch, window)
     init = basins.vocab.ids[torch.randint(3, (chains, 3), generator=torch.Generator().manual_seed(5))]
     spec = dict(temperature=0.3, steps=600, record_every=1, record_gaps=True)
-    plain = chain.run(basins, init, ChainSpec(**spec, mode="plain"), seed=2)
+    plain = engine.run(basins, init, ChainSpec(**spec, mode="plain"), seed=2)
     counted = RowCounter(basins)
-    memo = chain.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2)
+    memo = engine.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2)
     assert _same_run(plain, memo)
-    top = _top_tokens(basins, chain.MOVE_TOKENS)
+    top = _top_tokens(basins, engine.cache.MOVE_TOKENS)
     assert counted.rows == _rows_needed(plain, share=True, top=top)
     assert counted.rows < 0.7 * _rows_needed(plain, share=False, top=top)
 
@@ -323,14 +329,14 @@ def test_memo_remembers_states_it_left_and_shares_them_across_chains(basins, mon
 def test_memo_keeps_the_row_a_chain_moved_by_for_the_state_it_moved_to(basins, monkeypatch):
     """The count can fail: a memo that does not carry the row of a move into the new state keeps
     plain's trajectory but scores the rows counted without the carry, more than with it."""
-    monkeypatch.setattr(chain, "MEMO_WINDOW", 1)
-    monkeypatch.setattr(chain, "MOVE_TOKENS", 0)              # every move scores its row, and carries it
-    monkeypatch.setattr(chain, "carry", lambda *a: None)
+    set_memo_window(monkeypatch, 1)
+    monkeypatch.setattr(engine.cache, "MOVE_TOKENS", 0)       # every move scores its row, and carries it
+    monkeypatch.setattr(engine.memo, "carry", lambda *a: None)
     init = basins.vocab.ids[torch.randint(3, (16, 3), generator=torch.Generator().manual_seed(5))]
     spec = dict(temperature=0.3, steps=600, record_every=1, record_gaps=True)
-    plain = chain.run(basins, init, ChainSpec(**spec, mode="plain"), seed=2)
+    plain = engine.run(basins, init, ChainSpec(**spec, mode="plain"), seed=2)
     counted = RowCounter(basins)
-    assert _same_run(plain, chain.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2))
+    assert _same_run(plain, engine.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2))
     assert counted.rows == _rows_needed(plain, share=True, carry=False) > _rows_needed(plain, share=True)
 
 
@@ -342,13 +348,13 @@ def test_memo_moves_to_a_remembered_token_without_its_row(basins, monkeypatch, t
     gaps bit for bit and score the rows counted off the plain run, where a move needs its row
     unless its new token is among the row's top ones (ranked by the scorer itself); remembering
     fewer (none: every move scores its row) gives a larger count, so the count can fail."""
-    monkeypatch.setattr(chain, "MEMO_WINDOW", 1)
-    monkeypatch.setattr(chain, "MOVE_TOKENS", tokens)
+    set_memo_window(monkeypatch, 1)
+    monkeypatch.setattr(engine.cache, "MOVE_TOKENS", tokens)
     init = basins.vocab.ids[torch.randint(3, (16, 3), generator=torch.Generator().manual_seed(5))]
     spec = dict(temperature=0.3, steps=600, record_every=1, record_gaps=True)
-    plain = chain.run(basins, init, ChainSpec(**spec, mode="plain"), seed=2)
+    plain = engine.run(basins, init, ChainSpec(**spec, mode="plain"), seed=2)
     counted = RowCounter(basins)
-    assert _same_run(plain, chain.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2))
+    assert _same_run(plain, engine.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2))
     assert counted.rows == _rows_needed(plain, share=True, top=_top_tokens(basins, tokens))
     assert counted.rows < _rows_needed(plain, share=True, top=_top_tokens(basins, tokens - 1))
 
@@ -363,7 +369,7 @@ def test_leave_probability_has_full_relative_precision_for_every_token_of_a_row(
     s[0, 7] = s[0].max() + 8.0                          # at T = 0.25: the others hold under 1e-12
     T = 0.25
     pos = torch.stack([torch.arange(6) % 50, torch.full((6,), 7), s.argmax(-1), torch.randint(50, (6,), generator=g)], 1)
-    got = chain.leave_probability(s, pos, T)
+    got = engine.leave_probability(s, pos, T)
     z = s / T
     for r in range(6):
         for j in range(pos.shape[1]):
@@ -371,9 +377,9 @@ def test_leave_probability_has_full_relative_precision_for_every_token_of_a_row(
             want = math.exp(float(torch.logsumexp(others, 0) - torch.logsumexp(z[r], 0)))
             assert abs(float(got[r, j]) - want) <= 1e-12 * want, (r, j)
     assert float(got[0, 1]) < 1e-10
-    assert torch.equal(chain.leave_probability(s, pos[:, 2], T), got[:, 2])
-    assert chain.leave_probability(s[:0], pos[:0], T).shape == (0, 4)
-    assert torch.allclose(chain.leave_probability(s, torch.full((6,), -1), T), torch.ones(6, dtype=torch.float64))
+    assert torch.equal(engine.leave_probability(s, pos[:, 2], T), got[:, 2])
+    assert engine.leave_probability(s[:0], pos[:0], T).shape == (0, 4)
+    assert torch.allclose(engine.leave_probability(s, torch.full((6,), -1), T), torch.ones(6, dtype=torch.float64))
 
 
 def slope_trap(n=9, k=3, d=1.0):
@@ -392,27 +398,28 @@ def test_memo_cache_writes_for_each_site_what_a_fresh_row_gives(small_scorer, mo
     (kept where a run can jump) and the remembered tokens' fields. A move drawn from the cache
     that kept the old token's leave probability for the new state fails this, and so does a carry
     at the wrong token."""
-    monkeypatch.setattr(chain, "MOVE_TOKENS", tokens)
+    monkeypatch.setattr(engine.cache, "MOVE_TOKENS", tokens)
     if case == "table":
         table, T, n = exact.TabulatedScorer(small_scorer, 5), 0.7, 5      # 243 states
     else:
         table, T, n = slope_trap(), 0.25, 9
     spec = ChainSpec(temperature=T, steps=300, mode="auto")
-    writes, store = [], chain.SiteCache.store
+    writes, store = [], engine.SiteCache.store
 
     def kept(self, units, sites, values):
         store(self, units, sites, values)
         slots = self.slot[units]
         writes.extend((self.key_of[a], b, self.slot_values[a, b].clone()) for a, b in zip(slots.tolist(), sites.tolist()))
-    monkeypatch.setattr(chain.SiteCache, "store", kept)
+    monkeypatch.setattr(engine.SiteCache, "store", kept)
     states = table.vocab.ids[torch.randint(3, (8, n), generator=torch.Generator().manual_seed(2))]
-    cache = chain.chain_cache(states)
-    _, _, moves, _, _ = chain.memo_segment(table, states, spec, torch.Generator().manual_seed(4), cache, 0, 300)
+    cache = engine.chain_cache(states)
+    _, _, moves, _, _ = engine.memo.memo_window(table, states, spec, torch.Generator().manual_seed(4), cache, 0, 300)
     assert len(moves["time"]) > 100 and len(writes) > 40
     for key, i, got in writes:
         x = torch.as_tensor(np.frombuffer(key, dtype=np.int64).copy())
         s = table.scores(x[None], torch.tensor([i]))
-        fresh = chain._chain_summaries(s, chain._cdf(s, spec.temperature), table.vocab.index_of(x[i:i + 1]), spec)
+        fresh = engine.cache.chain_summaries(s, engine.sampling.cdf_of(s, spec.temperature),
+                                             table.vocab.index_of(x[i:i + 1]), spec)
         assert all(got[cache.col[f]].item() == v.double().item() for f, v in fresh.items()), (key, i)
 
 
@@ -426,13 +433,13 @@ def test_memo_scores_ahead_the_sites_a_chain_will_need_in_fewer_calls(monkeypatc
     sc = slope_trap()
     init = torch.zeros((16, 9), dtype=torch.long)
     spec = dict(temperature=0.25, steps=2000, record_every=1, record_gaps=True)
-    plain = chain.run(sc, init, ChainSpec(**spec, mode="plain"), seed=3)
+    plain = engine.run(sc, init, ChainSpec(**spec, mode="plain"), seed=3)
     counted = {}
-    for ahead in (0, chain.MEMO_AHEAD):
-        monkeypatch.setattr(chain, "MEMO_AHEAD", ahead)
+    for ahead in (0, engine.memo.MEMO_AHEAD):
+        monkeypatch.setattr(engine.memo, "MEMO_AHEAD", ahead)
         counted[ahead] = CallCounter(sc)
-        assert _same_run(plain, chain.run(counted[ahead], init, ChainSpec(**spec, mode="memo"), seed=3))
-    now, ahead = counted[0], counted[chain.MEMO_AHEAD]
+        assert _same_run(plain, engine.run(counted[ahead], init, ChainSpec(**spec, mode="memo"), seed=3))
+    now, ahead = counted[0], counted[engine.memo.MEMO_AHEAD]
     assert ahead.most <= 16
     assert ahead.calls < 0.8 * now.calls and ahead.rows > now.rows
 
@@ -471,8 +478,8 @@ def test_jump_keeps_the_row_a_chain_moved_by_for_the_state_it_moved_to(small_sco
     table = exact.TabulatedScorer(small_scorer, 5)
     init = table.vocab.ids[torch.tensor([[0, 1, 2, 0, 1]])]
     counted = RowCounter(table)
-    r = chain.run(counted, init, ChainSpec(temperature=T, steps=1000, record_every=1, checkpoint_every=1000,
-                                           mode="jump"), seed=7)
+    r = engine.run(counted, init, ChainSpec(temperature=T, steps=1000, record_every=1, checkpoint_every=1000,
+                                            mode="jump"), seed=7)
     assert (r.sites >= 0).sum() > 100
     assert counted.rows == _jump_rows_needed(r) < _jump_rows_needed(r, carry=False) - 10
 
@@ -481,23 +488,23 @@ def test_memo_that_forgets_visited_states_scores_the_rows_counted_without_memory
     """The count can fail: a memo that gives a chain an empty slot at every move (the cache of one
     state, as before states were kept) keeps plain's trajectory but scores the rows counted
     without memory, not those counted with it."""
-    monkeypatch.setattr(chain, "MEMO_WINDOW", 1)
-    monkeypatch.setattr(chain.SiteCache, "enter", lambda self, units, states: self.clear(units))
+    set_memo_window(monkeypatch, 1)
+    monkeypatch.setattr(engine.SiteCache, "enter", lambda self, units, states: self.clear(units))
     init = basins.vocab.ids[torch.randint(3, (1, 3), generator=torch.Generator().manual_seed(5))]
     spec = dict(temperature=0.3, steps=600, record_every=1, record_gaps=True)
-    plain = chain.run(basins, init, ChainSpec(**spec, mode="plain"), seed=2)
+    plain = engine.run(basins, init, ChainSpec(**spec, mode="plain"), seed=2)
     counted = RowCounter(basins)
-    assert _same_run(plain, chain.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2))
-    top = _top_tokens(basins, chain.MOVE_TOKENS)
+    assert _same_run(plain, engine.run(counted, init, ChainSpec(**spec, mode="memo"), seed=2))
+    top = _top_tokens(basins, engine.cache.MOVE_TOKENS)
     assert counted.rows == _rows_needed(plain, share=False, top=top) > _rows_needed(plain, share=True, top=top)
 
 
 def test_memo_with_a_stale_cache_leaves_the_plain_trajectory(table, wrong):
     init = table.vocab.ids[torch.randint(3, (64, 3), generator=torch.Generator().manual_seed(0))]
     spec = dict(temperature=0.5, steps=200, record_gaps=True)
-    plain = chain.run(table, init, ChainSpec(**spec, mode="plain"), seed=4)
+    plain = engine.run(table, init, ChainSpec(**spec, mode="plain"), seed=4)
     wrong("cache survives a move")
-    assert not _same_run(plain, chain.run(table, init, ChainSpec(**spec, mode="memo"), seed=4))
+    assert not _same_run(plain, engine.run(table, init, ChainSpec(**spec, mode="memo"), seed=4))
 
 
 def test_coupled_memo_gives_the_plain_coalescence_times_bit_for_bit(table):
@@ -506,14 +513,14 @@ def test_coupled_memo_gives_the_plain_coalescence_times_bit_for_bit(table):
     x, y = s[xi.ravel()].repeat(2, 1), s[yi.ravel()].repeat(2, 1)
     for T in (0.3, 1.0):
         counted = {m: RowCounter(table) for m in ("plain", "memo")}
-        r = {m: coupling.couple(counted[m], x, y, T, 300, torch.Generator().manual_seed(5), mode=m) for m in counted}
+        r = {m: engine.couple(counted[m], x, y, T, 300, torch.Generator().manual_seed(5), mode=m) for m in counted}
         assert np.array_equal(r["plain"].tau, r["memo"].tau, equal_nan=True)
         assert counted["memo"].rows < counted["plain"].rows
         # the run reports the rows it scored, and the plain engine's cost follows from the times alone
         assert [r[m].rows for m in counted] == [counted[m].rows for m in counted]
         assert coupling.plain_rows(r["plain"].tau, r["plain"].censored, 300) == counted["plain"].rows
         # ... also for a shorter budget, from the longer run's times
-        short = coupling.couple(RowCounter(table), x, y, T, 20, torch.Generator().manual_seed(5), mode="plain")
+        short = engine.couple(RowCounter(table), x, y, T, 20, torch.Generator().manual_seed(5), mode="plain")
         assert coupling.plain_rows(r["plain"].tau, r["plain"].censored, 20) == short.rows
         assert np.array_equal(short.censored, ~(r["plain"].tau <= 20))
 
@@ -588,8 +595,8 @@ def test_holding_time_in_a_deep_trap(basins):
     steps = int(10 / (1 - stay))
     start = torch.as_tensor(ex.states[x]).repeat(300, 1)
     counted = RowCounter(deep)
-    r = chain.run(counted, start, ChainSpec(temperature=0.1, steps=steps, record_every=steps, mode="jump",
-                                            checkpoint_every=steps), seed=2)
+    r = engine.run(counted, start, ChainSpec(temperature=0.1, steps=steps, record_every=steps, mode="jump",
+                                             checkpoint_every=steps), seed=2)
     moved = r.sites >= 0
     first = np.where(moved.any(0), moved.argmax(0) + 1, np.inf)
     assert geometric_pvalue(first, stay) > ALPHA
@@ -606,11 +613,11 @@ def test_first_changes_are_the_first_moves_of_a_jump_run(table):
     x = int(np.argmin(np.abs(np.diag(P) - 0.8)))                 # mean hold ~5 steps: some pass 12
     start = torch.as_tensor(ex.states[x]).repeat(300, 1)
     spec = ChainSpec(temperature=0.5, steps=12, record_every=12, checkpoint_every=12, mode="jump")
-    r = chain.run(table, start, spec, seed=7)
+    r = engine.run(table, start, spec, seed=7)
     moved = r.sites >= 0
     first = np.where(moved.any(0), moved.argmax(0) + 1, 0)
     counted = RowCounter(table)
-    fc = chain.first_changes(counted, start, spec, seed=7)
+    fc = engine.first_changes(counted, start, spec, seed=7)
     assert 0 < fc.censored.sum() < 300
     assert np.array_equal(fc.steps, first) and np.array_equal(fc.censored, ~moved.any(0))
     changed = fc.states != ex.states[x]
@@ -636,8 +643,8 @@ def _deep_holds(table, T, chains=2000, budget_means=8, seed=11):
     q = exact.leave_probabilities(P)[x]
     steps = int(budget_means / q)
     counted = RowCounter(table)
-    fc = chain.first_changes(counted, torch.as_tensor(table.chain.states[x]).repeat(chains, 1),
-                             ChainSpec(temperature=T, steps=steps), seed=seed)
+    fc = engine.first_changes(counted, torch.as_tensor(table.chain.states[x]).repeat(chains, 1),
+                              ChainSpec(temperature=T, steps=steps), seed=seed)
     return fc, q, steps, counted.rows
 
 
@@ -731,13 +738,13 @@ def script_policy(monkeypatch, after: dict) -> None:
             self.history.append([mode, steps])
         self.current, self.length = after[mode]
 
-    monkeypatch.setattr(chain.Policy, "observe", scripted)
+    monkeypatch.setattr(engine.Policy, "observe", scripted)
 
 
 # ---------------------------------------------------------------- long-run frequencies
 def _long_run(scorer, T, mode, chains=40, steps=800, seed=3):
     init = scorer.vocab.ids[torch.randint(scorer.vocab.size, (chains, 3), generator=torch.Generator().manual_seed(1))]
-    return chain.run(scorer, init, ChainSpec(temperature=T, steps=steps, record_every=2, mode=mode), seed=seed)
+    return engine.run(scorer, init, ChainSpec(temperature=T, steps=steps, record_every=2, mode=mode), seed=seed)
 
 
 @pytest.mark.parametrize("mode", ["memo", "jump", "auto"])
@@ -810,8 +817,8 @@ def pair_survival(table, T, x, y, t_max):
 
 def _pair_taus(table, x, y, T, mode, reps, budget, seed):
     s = torch.as_tensor(table.chain.states)
-    r = coupling.couple(table, s[[x]].repeat(reps, 1), s[[y]].repeat(reps, 1), T, budget,
-                        torch.Generator().manual_seed(seed), mode=mode)
+    r = engine.couple(table, s[[x]].repeat(reps, 1), s[[y]].repeat(reps, 1), T, budget,
+                      torch.Generator().manual_seed(seed), mode=mode)
     return np.where(r.censored, np.inf, r.tau)
 
 
@@ -852,10 +859,10 @@ def test_coalesced_pairs_leave_the_batch_in_jump_mode(table):
     """Identical starts cost nothing; once every pair has met, no more rows are scored."""
     s = torch.as_tensor(table.chain.states)
     counted = RowCounter(table)
-    r = coupling.couple(counted, s[:5], s[:5].clone(), 1.0, 50, torch.Generator().manual_seed(0), mode="jump")
+    r = engine.couple(counted, s[:5], s[:5].clone(), 1.0, 50, torch.Generator().manual_seed(0), mode="jump")
     assert (r.tau == 0).all() and counted.rows == 0
-    r = coupling.couple(counted, s[[26]].repeat(50, 1), s[[0]].repeat(50, 1), 3.0, 10_000,
-                        torch.Generator().manual_seed(0), mode="jump")
+    r = engine.couple(counted, s[[26]].repeat(50, 1), s[[0]].repeat(50, 1), 3.0, 10_000,
+                      torch.Generator().manual_seed(0), mode="jump")
     assert not r.censored.any()
     # each round scores at most 2 rows per site of each live pair: far below the budget's worth
     assert counted.rows < 2 * 3 * 50 * (np.max(r.tau) + 1)
@@ -871,12 +878,12 @@ def _killed_and_resumed(scorer, init, spec, seed, tmp_path, kill_at, damage=None
         if step == kill_at:
             raise _Killed
     with pytest.raises(_Killed):
-        chain.run(scorer, init, spec, seed=seed, out_dir=tmp_path, on_checkpoint=kill)
+        engine.run(scorer, init, spec, seed=seed, out_dir=tmp_path, on_checkpoint=kill)
     if damage is not None:
         saved = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
         damage(saved)
         torch.save(saved, tmp_path / "checkpoint.pt")
-    return chain.run(scorer, init, spec, seed=seed, out_dir=tmp_path)
+    return engine.run(scorer, init, spec, seed=seed, out_dir=tmp_path)
 
 
 def _equal_runs(a, b) -> bool:
@@ -886,7 +893,7 @@ def _equal_runs(a, b) -> bool:
 def test_resume_after_kill_in_jump_mode_equals_the_uninterrupted_run(full_scorer, tmp_path):
     init = full_scorer.vocab.ids[torch.randint(full_scorer.vocab.size, (4, 9), generator=torch.Generator().manual_seed(0))]
     spec = ChainSpec(temperature=0.3, steps=120, record_every=3, checkpoint_every=20, mode="jump")
-    whole = chain.run(full_scorer, init, spec, seed=7)
+    whole = engine.run(full_scorer, init, spec, seed=7)
     assert (whole.sites == -1).any() and (whole.sites >= 0).any()
     assert _equal_runs(whole, _killed_and_resumed(full_scorer, init, spec, 7, tmp_path, kill_at=60))
 
@@ -901,10 +908,10 @@ def test_resume_after_kill_in_auto_mode_equals_the_uninterrupted_run_and_needs_t
     sc, trap = trap_joint(depth=4.0)
     init = torch.as_tensor(sc.chain.states[[trap] * 12 + list(range(4))])
     spec = ChainSpec(temperature=0.4, steps=2000, record_every=7, checkpoint_every=250, mode="auto")
-    whole = chain.run(sc, init, spec, seed=5)
+    whole = engine.run(sc, init, spec, seed=5)
     assert "jump" in {m for m, _ in whole.modes} and len(whole.modes) > 2
     assert _equal_runs(whole, _killed_and_resumed(sc, init, spec, 5, tmp_path / "a", kill_at=1000))
-    assert whole.modes == chain.run(sc, init, spec, seed=5, out_dir=tmp_path / "a").modes
+    assert whole.modes == engine.run(sc, init, spec, seed=5, out_dir=tmp_path / "a").modes
 
     def strip(saved):
         del saved["cache"], saved["policy"]
@@ -915,13 +922,13 @@ def test_jump_records_hold_the_state_between_moves(table):
     """Recorded every step: a chain's state changes exactly at the steps whose site is >= 0, at
     that site only, and the record at the grid is the state then."""
     init = table.vocab.ids[torch.randint(3, (32, 3), generator=torch.Generator().manual_seed(2))]
-    r = chain.run(table, init, ChainSpec(temperature=0.5, steps=300, mode="jump", checkpoint_every=70), seed=1)
+    r = engine.run(table, init, ChainSpec(temperature=0.5, steps=300, mode="jump", checkpoint_every=70), seed=1)
     change = r.states[1:] != r.states[:-1]                    # (S, B, n)
     assert np.array_equal(change.any(-1), r.sites >= 0)
     t, b = np.nonzero(r.sites >= 0)
     assert change[t, b, r.sites[t, b]].all() and (change.sum(-1) <= 1).all()
-    coarse = chain.run(table, init, ChainSpec(temperature=0.5, steps=300, record_every=7, mode="jump",
-                                              checkpoint_every=70), seed=1)
+    coarse = engine.run(table, init, ChainSpec(temperature=0.5, steps=300, record_every=7, mode="jump",
+                                               checkpoint_every=70), seed=1)
     assert np.array_equal(coarse.states, r.states[coarse.steps])
     assert np.array_equal(coarse.sites, r.sites)
 
@@ -929,14 +936,14 @@ def test_jump_records_hold_the_state_between_moves(table):
 def test_jump_refuses_gaps_and_unknown_modes_before_any_compute(counting):
     init = counting.vocab.ids[torch.zeros((2, 3), dtype=torch.long)]
     with pytest.raises(ValueError, match="record_gaps"):
-        chain.run(counting, init, ChainSpec(temperature=1.0, steps=5, record_gaps=True, mode="jump"), seed=0)
+        engine.run(counting, init, ChainSpec(temperature=1.0, steps=5, record_gaps=True, mode="jump"), seed=0)
     with pytest.raises(ValueError, match="mode"):
-        chain.run(counting, init, ChainSpec(temperature=1.0, steps=5, mode="fast"), seed=0)
+        engine.run(counting, init, ChainSpec(temperature=1.0, steps=5, mode="fast"), seed=0)
     with pytest.raises(ValueError, match="mode"):
-        coupling.couple(counting, init, init, 1.0, 5, torch.Generator(), mode="fast")
+        engine.couple(counting, init, init, 1.0, 5, torch.Generator(), mode="fast")
     assert counting.calls == 0
     # auto with gaps never jumps: every step has its site and gap
-    r = chain.run(counting, init, ChainSpec(temperature=0.05, steps=300, record_gaps=True), seed=0)
+    r = engine.run(counting, init, ChainSpec(temperature=0.05, steps=300, record_gaps=True), seed=0)
     assert (r.sites >= 0).all() and np.isfinite(r.gaps).all() and r.modes[0][0] != "jump"
 
 
@@ -944,14 +951,14 @@ def test_a_legacy_checkpoint_resumes_in_plain_mode(full_scorer, tmp_path):
     """A run begun before the engine had modes (its fingerprint has no mode) finishes as plain."""
     init = full_scorer.vocab.ids[torch.randint(full_scorer.vocab.size, (3, 6), generator=torch.Generator().manual_seed(1))]
     spec = ChainSpec(temperature=1.0, steps=40, checkpoint_every=10, record_gaps=True)
-    plain = chain.run(full_scorer, init, ChainSpec(**{**spec.__dict__, "mode": "plain"}), seed=3)
+    plain = engine.run(full_scorer, init, ChainSpec(**{**spec.__dict__, "mode": "plain"}), seed=3)
 
     def legacy(saved):
-        saved["fingerprint"] = chain._fingerprint(full_scorer, init, spec, 3, "", legacy=True)
+        saved["fingerprint"] = engine.store.fingerprint(full_scorer, init, spec, 3, "", legacy=True)
         del saved["cache"], saved["policy"]
     resumed = _killed_and_resumed(full_scorer, init, ChainSpec(**{**spec.__dict__, "mode": "plain"}), 3, tmp_path,
                                   kill_at=20, damage=legacy)
-    again = chain.run(full_scorer, init, spec, seed=3, out_dir=tmp_path)         # the default (auto) spec
+    again = engine.run(full_scorer, init, spec, seed=3, out_dir=tmp_path)         # the default (auto) spec
     assert _equal_runs(plain, resumed) and _equal_runs(plain, again) and again.spec.mode == "plain"
 
 
@@ -965,7 +972,7 @@ def test_auto_scores_far_fewer_rows_in_a_perfect_trap_and_no_more_at_high_temper
     rows = {}
     for m in ("plain", "auto"):
         c = RowCounter(sc)
-        r = chain.run(c, start, ChainSpec(temperature=0.25, steps=2000, record_every=100, mode=m), seed=0)
+        r = engine.run(c, start, ChainSpec(temperature=0.25, steps=2000, record_every=100, mode=m), seed=0)
         rows[m] = c.rows
     assert (r.states == start.numpy()).all()
     assert rows["auto"] * 20 < rows["plain"] and r.modes[-1][0] == "jump"
@@ -973,7 +980,7 @@ def test_auto_scores_far_fewer_rows_in_a_perfect_trap_and_no_more_at_high_temper
     init = torch.as_tensor(hot.chain.states[np.random.default_rng(2).integers(0, 81, 16)])
     for m in ("plain", "auto"):
         c = RowCounter(hot)
-        r = chain.run(c, init, ChainSpec(temperature=2.0, steps=500, mode=m), seed=0)
+        r = engine.run(c, init, ChainSpec(temperature=2.0, steps=500, mode=m), seed=0)
         rows[m] = c.rows
     assert rows["auto"] <= rows["plain"] and "jump" not in {m for m, _ in r.modes}
 
@@ -988,15 +995,15 @@ def test_auto_counts_the_rows_a_jump_must_score_before_its_first_move():
     warm-up of an empty cache, and memo is priced at its cold estimate for the moves seen, none:
     nothing, so it stays at every u (taking the look's rows at face value jumps for u <= 14)."""
     memo = 57 / 64 + 0.02 / 16 * (4 / 4)
-    segments = 0.02 / 16 * math.log2(chain.MEMO_WINDOW / chain.AUTO_SEGMENT + 1) / chain.MEMO_WINDOW
-    later = chain.AUTO_SEGMENT * (chain.HYSTERESIS * memo - segments)
+    segments = 0.02 / 16 * math.log2(engine.policy.MEMO_WINDOW / engine.policy.AUTO_SEGMENT + 1) / engine.policy.MEMO_WINDOW
+    later = engine.policy.AUTO_SEGMENT * (engine.policy.HYSTERESIS * memo - segments)
     assert 12 < later < 13
     cases = {"look": ((0, "memo"), (14, "memo"), (16, "memo")),
              "later": ((0, "jump"), (12, "jump"), (13, "memo"), (16, "memo"))}
     for when, expected in cases.items():
         for u, want in expected:
             before = [] if when == "look" else [["plain", 16]]
-            p = chain.Policy(mode="auto", m=20, round_cost=0.02, history=[list(h) for h in before])
+            p = engine.Policy(mode="auto", m=20, round_cost=0.02, history=[list(h) for h in before])
             p.observe("memo", 4, torch.zeros(16, dtype=torch.long), 57, None, torch.full((16,), u), 4)
             assert p.current == want, (when, u)
             assert p.history == before + [["memo", 4]]
@@ -1013,14 +1020,14 @@ def test_auto_runs_plain_where_memo_would_score_nearly_every_row():
     k, steps = 16, 240
 
     def choose(rho, calls_per_step, c=0.11, history=()):
-        p = chain.Policy(mode="auto", m=20, round_cost=3.15, row_extra=c, history=[list(h) for h in history])
+        p = engine.Policy(mode="auto", m=20, round_cost=3.15, row_extra=c, history=[list(h) for h in history])
         q = rho / (20 - 19 * rho)                 # the move rate at which memo scores rho rows a step
         moves = torch.full((k,), round(q * steps), dtype=torch.long)
         p.observe("memo", steps, moves, round(rho * k * steps), None, torch.zeros(k), round(calls_per_step * steps))
         return p.current
 
     memo = 0.974 * 1.11 + 3.15 / 16
-    assert 1.197 < memo and 1.197 > chain.HYSTERESIS * memo
+    assert 1.197 < memo and 1.197 > engine.policy.HYSTERESIS * memo
     assert choose(0.974, 1.0) == "plain"
     assert choose(0.974, 1.0, history=[["memo", 4]]) == "memo"
     assert choose(0.236, 0.279) == "memo"
@@ -1037,10 +1044,10 @@ def test_row_flops_count_every_weight_but_the_embedding_tables(tiny_mlm):
     tables = cfg.hidden_size * (cfg.vocab_size + cfg.max_position_embeddings + cfg.type_vocab_size)
     positions = n + len(tiny_mlm.prefix_ids) + len(tiny_mlm.suffix_ids)
     assert positions == n + 2                                  # [CLS] ... [SEP]
-    assert chain.row_flops(tiny_mlm, n) == 2.0 * (total - tables) * positions != 2.0 * total * positions
+    assert engine.row_flops(tiny_mlm, n) == 2.0 * (total - tables) * positions != 2.0 * total * positions
     scorer = models.MaskedLMScorer(tiny_mlm, vocabulary.allowed_vocabulary(tiny_mlm.tokenizer))
-    cpu = chain.DEVICE_COSTS["cpu"]
+    cpu = engine.cost.DEVICE_COSTS["cpu"]
     row_seconds = 2.0 * (total - tables) * positions / cpu["flops"]
-    assert chain.round_cost(scorer, n) == pytest.approx(cpu["round"] / row_seconds)
-    assert chain.summary_cost(scorer, n) == pytest.approx(cpu["row_extra"] / row_seconds)
-    assert chain.step_cost(scorer, n) == pytest.approx(cpu["step"] / row_seconds)
+    assert engine.round_cost(scorer, n) == pytest.approx(cpu["round"] / row_seconds)
+    assert engine.summary_cost(scorer, n) == pytest.approx(cpu["row_extra"] / row_seconds)
+    assert engine.step_cost(scorer, n) == pytest.approx(cpu["step"] / row_seconds)

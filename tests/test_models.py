@@ -109,7 +109,7 @@ class _FullLogitsScorer:
 
 
 def test_engine_samples_are_identical_with_and_without_the_optimisations(full_scorer):
-    from textglauber.chain import ChainSpec, run
+    from textglauber.engine import ChainSpec, run
 
     init = full_scorer.vocab.ids[torch.randint(full_scorer.vocab.size, (6, 9), generator=torch.Generator().manual_seed(4))]
     spec = ChainSpec(temperature=1.0, steps=60, record_every=1)
@@ -121,7 +121,7 @@ def test_engine_samples_are_identical_with_and_without_the_optimisations(full_sc
 def test_compiled_engine_agrees_with_the_eager_one(tiny_mlm, full_scorer):
     """torch.compile fuses the pass (not bit for bit): scores agree to float32 rounding and a
     chain with a fixed seed draws the same tokens."""
-    from textglauber.chain import ChainSpec, run
+    from textglauber.engine import ChainSpec, run
 
     compiled = models.MaskedLMScorer(tiny_mlm, full_scorer.vocab, compile=True)
     g = torch.Generator().manual_seed(3)

@@ -32,13 +32,13 @@ def test_dtype_floor_rescores_the_same_rectangles():
 
 
 def test_every_mode_samples_one_float64_conditional(full_scorer):
-    """Plain and memo draw by inverse CDF from chain._cdf; jump moves and leave probabilities,
+    """Plain and memo draw by inverse CDF from engine.sampling.cdf_of; jump moves and leave probabilities,
     coupled pairs and the exact kernels use softmax(s / T) in float64. On tiny-MLM rows at the
     profiles' temperatures down to 0.1, the sampler's table is exactly the float64 softmax's
     cumsum (it was a float32 softmax, 1e-8 to 1e-6 away in TV), the chance that a plain step
     keeps the current token is one minus the jump mode's leave probability to 1e-14, and a
     plain chain's first step is the float64 inverse-CDF draw from its row."""
-    from textglauber import chain
+    from textglauber import engine
 
     gen = torch.Generator().manual_seed(0)
     v = full_scorer.vocab
@@ -50,12 +50,12 @@ def test_every_mode_samples_one_float64_conditional(full_scorer):
         want = torch.cumsum(torch.softmax(s.double() / T, -1), -1)
         old = torch.cumsum(torch.softmax(s.float() / T, -1).double(), -1)
         assert (old - want).abs().max() > 1e-10                    # the check can fail: float32 differs
-        cdf = chain._cdf(s, T)
+        cdf = engine.sampling.cdf_of(s, T)
         assert torch.equal(cdf, want)
-        lo, hi, tot = chain.keep_interval(cdf, pos)
+        lo, hi, tot = engine.keep_interval(cdf, pos)
         keep = (torch.minimum(hi, tot) - lo.clamp(min=0.0)) / tot
-        np.testing.assert_allclose(1 - keep.numpy(), chain.leave_probability(s, pos, T).numpy(), atol=1e-14)
-        run = chain.run(full_scorer, x, chain.ChainSpec(temperature=T, steps=1, mode="plain"), seed=5)
+        np.testing.assert_allclose(1 - keep.numpy(), engine.leave_probability(s, pos, T).numpy(), atol=1e-14)
+        run = engine.run(full_scorer, x, engine.ChainSpec(temperature=T, steps=1, mode="plain"), seed=5)
         g = torch.Generator().manual_seed(5)
         site, u = torch.randint(0, 12, (64,), generator=g), torch.rand(64, generator=g, dtype=torch.float64)
         row = full_scorer.scores(x, site)

@@ -23,14 +23,14 @@ import pytest
 import torch
 import yaml
 
-from textglauber import chain, results, standins, train_mlm
+from textglauber import engine, results, standins, train_mlm
 from textglauber.bench import cache as bench_cache
 from textglauber.build import artifacts, cli, findings
 from textglauber.build import execute as build_execute
 from textglauber.build import locks as L
 from textglauber.build import stamps as C
 from textglauber import params as P
-from textglauber.chain import ChainSpec
+from textglauber.engine import ChainSpec
 
 PROFILE = "smoke"
 REAL_PROFILE_PATH = P.profile_path
@@ -182,26 +182,26 @@ def test_chains_of_other_parameters_are_moved_aside_and_come_back(tmp_path, caps
     init = torch.zeros((3, 5), dtype=torch.long)
     cold, hot = (ChainSpec(temperature=t, steps=40, checkpoint_every=10) for t in (0.5, 50.0))
     out = tmp_path / "traps" / "chains"
-    a = chain.run(sc, init, cold, seed=1, out_dir=out)
+    a = engine.run(sc, init, cold, seed=1, out_dir=out)
     assert capsys.readouterr().out == ""
-    b = chain.run(sc, init, hot, seed=1, out_dir=out)                   # was: "delete it"
+    b = engine.run(sc, init, hot, seed=1, out_dir=out)                  # was: "delete it"
     said = capsys.readouterr().out.strip().splitlines()
     assert len(said) == 1 and "other parameters" in said[0] and "start afresh" in said[0]
-    assert np.array_equal(b.states, chain.run(sc, init, hot, seed=1).states)
+    assert np.array_equal(b.states, engine.run(sc, init, hot, seed=1).states)
     aside = list(out.parent.glob("chains.old-*"))
     assert len(aside) == 1 and aside[0].name in said[0]
 
-    a2 = chain.run(sc, init, cold, seed=1, out_dir=out)                 # back to T = 0.5: resumed
+    a2 = engine.run(sc, init, cold, seed=1, out_dir=out)                # back to T = 0.5: resumed
     said = capsys.readouterr().out
     assert "resuming" in said and aside[0].name in said
     assert np.array_equal(a.states, a2.states)
     hot_aside = list(out.parent.glob("chains.old-*"))                    # the T = 50 run, the other went back
     assert len(hot_aside) == 1 and hot_aside != aside
     warm = ChainSpec(temperature=2.0, steps=40, checkpoint_every=10)
-    chain.run(sc, init, warm, seed=1, out_dir=out)
+    engine.run(sc, init, warm, seed=1, out_dir=out)
     assert [p.name for p in out.parent.glob("chains.old-*")] == [aside[0].name]   # at most one kept
     capsys.readouterr()
-    chain.run(sc, init, warm, seed=1, out_dir=out)                      # same parameters: resumed quietly
+    engine.run(sc, init, warm, seed=1, out_dir=out)                     # same parameters: resumed quietly
     assert capsys.readouterr().out == ""
 
 

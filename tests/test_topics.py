@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from textglauber import chain, topics
+from textglauber import engine, topics
 
 LABELLED = [  # written for this test, disjoint from the calibration set
     ("the goalkeeper saved a penalty and his club won the football league", "sport"),
@@ -211,8 +211,8 @@ def test_prefix_conditioned_chain_keeps_its_prefix(tiny_mlm, full_scorer):
     prefix = tiny_mlm.tokenizer("the old teacher said that", add_special_tokens=False)["input_ids"]
     free = full_scorer.vocab.ids[torch.randint(full_scorer.vocab.size, (6, 7), generator=torch.Generator().manual_seed(0))]
     init = torch.cat([torch.tensor(prefix).expand(6, -1), free], 1)
-    run = chain.run(full_scorer, init, chain.ChainSpec(temperature=1.0, steps=80, record_every=4,
-                                                       prefix_len=len(prefix)), seed=0)
+    run = engine.run(full_scorer, init, engine.ChainSpec(temperature=1.0, steps=80, record_every=4,
+                                                         prefix_len=len(prefix)), seed=0)
     assert (run.states[:, :, :len(prefix)] == np.array(prefix)).all()
 
 

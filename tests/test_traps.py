@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from textglauber import chain, exact, margins, traps, vocabulary
-from textglauber.chain import ChainRun, ChainSpec
+from textglauber import engine, exact, margins, traps, vocabulary
+from textglauber.engine import ChainRun, ChainSpec
 
 
 def _walk(rng, steps, d=16):
@@ -99,8 +99,8 @@ def test_one_chain_recorded_every_step_and_every_5_steps_finds_the_same_traps():
     the coarse record and misses most of the basin visits."""
     scorer, n, steps = _BasinScorer(6, 2, 6.0), 6, 2000
     init = torch.randint(3, (6, n), generator=torch.Generator().manual_seed(0))
-    runs = {r: chain.run(scorer, init, ChainSpec(temperature=1.0, steps=steps, record_every=r,
-                                                checkpoint_every=steps), seed=3) for r in (1, 5)}
+    runs = {r: engine.run(scorer, init, ChainSpec(temperature=1.0, steps=steps, record_every=r,
+                                                  checkpoint_every=steps), seed=3) for r in (1, 5)}
     assert (runs[1].states[::5] == runs[5].states).all()                # the same chain
     hamming = lambda st: np.eye(3)[st].reshape(*st.shape[:-1], -1)      # 1 - cos = changed sites / n
     found = {r: [traps.detect(run.steps, traps.consecutive_drift(hamming(run.states))[:, b], 100, 0.03)

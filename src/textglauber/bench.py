@@ -239,8 +239,7 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
     ``engine_compiled`` (the same step through ``torch.compile``; its compilation is in the
     warm-up call, outside the timings)."""
     from . import models as M
-    from .chain import ChainSpec, step
-    from .coupling import couple
+    from .engine import ChainSpec, couple, step
     from .device import pick_device, pick_dtype
     from .vocabulary import AllowedVocab
 
@@ -609,7 +608,7 @@ def _modes_cell(scorer, x0: torch.Tensor, T: float, steps: int, seed: int, meta:
     one paired ratio): on the fast side one full-length jump call cost ten to twenty plain ones
     (rxnfp n = 20 at T = 2: 10.8 rows per step), most of such a cell's time, to say only that it
     loses."""
-    from .chain import ChainSpec, run
+    from .engine import ChainSpec, run
 
     stats = {}
     chains = x0.shape[0]
@@ -702,7 +701,7 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
     from . import models as M
     from .provenance import git_commit
     from . import vocabulary
-    from .chain import ChainSpec, run
+    from .engine import ChainSpec, run
     from .device import pick_device, pick_dtype
 
     dev = pick_device(device)

@@ -166,12 +166,6 @@ def fast_temperatures(cells: pd.DataFrame, min_lengths: int = 3) -> list[float]:
     return sorted(float(T) for T, k in counts.items() if k >= min_lengths)
 
 
-def with_budgets(table: pd.DataFrame, sweeps: float) -> pd.DataFrame:
-    """A copy of a per-chain or per-pair table with its ``budget`` column (steps) from ``sweeps``."""
-    b = budgets(table.n.unique(), sweeps)
-    return table.assign(budget=table.n.map(b).astype(float))
-
-
 def sensitivity_view(sens: pd.DataFrame, column: str = "reported") -> pd.DataFrame:
     """The threshold-sensitivity table with a one-cell conclusion and exponent interval per row."""
     named = [v if v in ("cannot tell", "none of the three") or not s else f"{v} ({s})"

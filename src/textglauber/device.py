@@ -2,7 +2,7 @@
 
 Model weights may be bf16 on a GPU; every score the library computes is float32
 (``SCORE_DTYPE``) or wider, and the conditionals that chains sample from are float64 in every
-engine mode (``chain._cdf``, the jump and coupling tables, the exact kernels).
+engine mode (``engine.sampling.cdf_of``, the jump and coupling tables, the exact kernels).
 """
 from __future__ import annotations
 

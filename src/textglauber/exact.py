@@ -2,7 +2,7 @@
 
 With an allowed vocabulary of K tokens and m free sites there are K^m states. The kernel
 P(x, y) = (1/m) sum_i 1[y_{-i} = x_{-i}] pi_i^T(y_i | x_{-i}) is built by scoring every
-(state, site) pair through the same :class:`~textglauber.chain.Scorer` interface the
+(state, site) pair through the same :class:`~textglauber.engine.Scorer` interface the
 engine uses, so an MLM, a table of scores or an explicit joint all give exact kernels.
 """
 from __future__ import annotations
@@ -392,7 +392,7 @@ def holding_check(table: "TabulatedScorer", temperature: float, *, traps: int, c
 
     Each of the ``traps`` states with the longest exact expected holding time 1 / (1 - P(x, x))
     starts ``chains`` chains of the engine, which leave it by one jump each
-    (:func:`textglauber.chain.first_changes`): the trap's m rows, scored once for all its chains,
+    (:func:`textglauber.engine.first_changes`): the trap's m rows, scored once for all its chains,
     and a row for each chain that leaves, however long it holds.
     A chain still there after ``steps`` steps is censored. The estimate of the mean is the
     geometric law's maximum likelihood under censoring with its interval at ``level``
@@ -402,7 +402,7 @@ def holding_check(table: "TabulatedScorer", temperature: float, *, traps: int, c
     import pandas as pd
 
     from . import stats
-    from .chain import ChainSpec, first_changes
+    from .engine import ChainSpec, first_changes
 
     ch = table.chain
     P = glauber_kernel(table, table.n, temperature, prefix=ch.states[0, :ch.free[0]]).kernel if P is None else P
@@ -453,7 +453,7 @@ def margin_check(table: "TabulatedScorer", P, temperature: float, pi: np.ndarray
 
 def tabulated_chains(table: "TabulatedScorer", temperature: float, chains: int, steps: int, gen: torch.Generator):
     """Chains of the engine on a tabulated scorer from uniform random starts, every step recorded."""
-    from .chain import ChainSpec, run
+    from .engine import ChainSpec, run
 
     states = table.chain.states
     start = torch.as_tensor(states[torch.randint(len(states), (chains,), generator=gen).numpy()])
@@ -544,7 +544,8 @@ def ground_truth(table: "TabulatedScorer", temperatures, *, pairs: int, budget: 
     (:func:`trap_basins`)."""
     import pandas as pd
 
-    from . import coupling, influence, rectangle
+    from . import influence, rectangle
+    from .engine import couple
 
     if table.chain.free[0] != 0:
         raise ValueError("ground_truth needs a table without a frozen prefix")
@@ -560,7 +561,7 @@ def ground_truth(table: "TabulatedScorer", temperatures, *, pairs: int, budget: 
         spec = spectral_gap(P)
         gap = compatibility_gap(pi, pseudo_likelihood_law(table.chain, table, T))
         pick = torch.randint(len(states), (2, pairs), generator=gen)
-        run = coupling.couple(table, states[pick[0]], states[pick[1]], T, budget, gen)
+        run = couple(table, states[pick[0]], states[pick[1]], T, budget, gen)
         tau = np.where(run.censored, np.inf, run.tau)
         grid = np.arange(budget + 1)
         tail = (tau[None, :] > grid[:, None]).mean(1)

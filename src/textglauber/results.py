@@ -12,12 +12,12 @@ import pandas as pd
 
 from .provenance import git_commit, versions
 
-RESUMABLE = ("chains",)        # folders a chapter resumes from (chain.run's chunks and checkpoint)
+RESUMABLE = ("chains",)        # folders a chapter resumes from (engine.run's chunks and checkpoint)
 
 
 def resumable(name: str) -> bool:
     """Whether an entry of a chapter's results folder is kept from one run to the next: a resumable
-    folder, or the one earlier run of it that :func:`textglauber.chain.run` moved aside."""
+    folder, or the one earlier run of it that :func:`textglauber.engine.run` moved aside."""
     return any(name == r or name.startswith(f"{r}.old-") for r in RESUMABLE)
 
 

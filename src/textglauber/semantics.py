@@ -183,7 +183,7 @@ def drift_experiment(scorer, emb: Embedder, passages_for, lengths, temperatures,
     block of states is held at a time."""
     import pandas as pd
 
-    from .chain import ChainSpec, run
+    from .engine import ChainSpec, run
 
     rows, curves = [], []
     for n in lengths:

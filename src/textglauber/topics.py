@@ -294,7 +294,7 @@ def basin_chains(spec: dict, score, labels: list[str], seed_topics: list[str], *
     chain, kind ("topic", or the null seed's kind), seed topic (for a shuffled seed, the topic of
     the window it shuffles; None for random tokens), step, text and one column per label)."""
     from . import models
-    from .chain import ChainSpec, run
+    from .engine import ChainSpec, run
 
     lm, scorer = models.open_mlm(spec, device=device, dtype=dtype)
     ids, seed_topic, _ = seed_states(lm.tokenizer, seed_topics, seeds_per_topic, seq_len, vocab=scorer.vocab)

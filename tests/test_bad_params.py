@@ -37,13 +37,14 @@ def no_loading(monkeypatch):
             raise Loaded(f"{what} was called before the profile was refused")
         return f
 
-    from textglauber import benchcache, standins, train_mlm
+    from textglauber import standins, train_mlm
+    from textglauber.bench import cache as bench_cache
     from textglauber.models import loading, lookup, preflight, scorers, tiny
 
     model_names = ("load", "open_mlm", "tokenizer", "resolve", "check_available", "check_models")
     for mod, names in (*((m, model_names) for m in (models, lookup, loading, scorers, preflight)),
                        (corpus, ("texts", "windows", "check_available")), (tiny, ("build",)),
-                       (train_mlm, ("ensure",)), (standins, ("ensure",)), (benchcache, ("ensure",)),
+                       (train_mlm, ("ensure",)), (standins, ("ensure",)), (bench_cache, ("ensure",)),
                        (cli, ("build_artifacts", "stage", "preflight", "run_chapters", "build_site")),
                        (build_execute, ("execute",))):
         for name in names:
@@ -322,12 +323,13 @@ def test_every_notebook_of_every_profile_has_a_schema_and_its_defaults_pass_it()
 
 def test_the_limits_the_schema_states_are_the_librarys():
     """The schema imports nothing of the library (see its constants); these tie them together."""
-    from textglauber import benchcache, exact, ising, topics, train_mlm
+    from textglauber import exact, ising, topics, train_mlm
+    from textglauber.bench import cache as bench_cache
 
     assert schema.MAX_STATES == exact.MAX_STATES and schema.MAX_SPINS == ising.MAX_SPINS
     assert schema.NULL_SEEDS == topics.NULL_SEEDS
     assert set(schema.TRAINING_PRESETS) == set(train_mlm.PRESETS)
-    assert set(schema.ARTIFACTS) == {"standins", *benchcache.PRESETS, *train_mlm.PRESETS}
+    assert set(schema.ARTIFACTS) == {"standins", *bench_cache.PRESETS, *train_mlm.PRESETS}
     assert set(schema.seed_topics_available()) == set(topics.seed_texts().label)
 
 

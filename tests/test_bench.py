@@ -5,12 +5,14 @@ import pandas as pd
 import pytest
 import torch
 
-from textglauber import bench
+from textglauber import trapsearch
+from textglauber.bench import measure, metastable, read
+from textglauber.bench.__main__ import main
 
 
 def test_benchmark_writes_every_variant_and_logit_memory_scales_with_the_allowed_vocabulary(tmp_path, tiny_mlm):
     out = tmp_path / "bench-cpu.csv"
-    assert bench.main(["--models", "tiny-mlm", "--lengths", "6", "--batches", "1", "4", "--steps", "1",
+    assert main(["--models", "tiny-mlm", "--lengths", "6", "--batches", "1", "4", "--steps", "1",
                        "--rounds", "1", "--out", str(out)]) == 0
     df = pd.read_csv(out)
     assert not (tmp_path / "bench-cpu.partial.csv").exists()
@@ -31,7 +33,7 @@ def test_benchmark_writes_every_variant_and_logit_memory_scales_with_the_allowed
 
 def test_benchmark_compiled_variant_and_peak_memory_column(tmp_path):
     out = tmp_path / "b.csv"
-    assert bench.main(["--models", "tiny-mlm", "--lengths", "5", "--batches", "2", "--steps", "1", "--rounds", "1",
+    assert main(["--models", "tiny-mlm", "--lengths", "5", "--batches", "2", "--steps", "1", "--rounds", "1",
                        "--compile", "--out", str(out)]) == 0
     df = pd.read_csv(out).set_index("variant")
     assert df.loc["engine_compiled", "chain_steps_per_s"] > 0
@@ -44,7 +46,7 @@ def test_peak_memory_reads_what_one_call_allocates():
     adds (almost) nothing, even right after a large buffer was freed."""
     import torch
 
-    mem = bench.PeakMemory(torch.device("cpu"))
+    mem = measure.PeakMemory(torch.device("cpu"))
     size = 64 << 20
     big = mem.measure(lambda: torch.ones(size // 4).sum())
     assert 0.95 * size <= big <= 1.15 * size
@@ -60,7 +62,7 @@ def test_peak_memory_reading_leaves_freed_blocks_for_reuse():
 
     import torch
 
-    mem = bench.PeakMemory(torch.device("cpu"))
+    mem = measure.PeakMemory(torch.device("cpu"))
     assert mem.measure(lambda: torch.ones(1 << 22).sum()) > 0
     libc = ctypes.CDLL("libc.so.6")
     libc.malloc.restype = ctypes.c_void_p
@@ -80,29 +82,29 @@ def test_benchmark_refuses_bad_input_before_compute(tmp_path):
     import pytest
 
     with pytest.raises(SystemExit, match="at least 1"):
-        bench.main(["--models", "tiny-mlm", "--batches", "0", "--out", str(tmp_path / "x.csv")])
+        main(["--models", "tiny-mlm", "--batches", "0", "--out", str(tmp_path / "x.csv")])
     with pytest.raises(SystemExit, match="longer"):
-        bench.main(["--models", "tiny-mlm", "--lengths", "600", "--out", str(tmp_path / "x.csv")])
+        main(["--models", "tiny-mlm", "--lengths", "600", "--out", str(tmp_path / "x.csv")])
     with pytest.raises(ValueError, match="dtype"):
-        bench.main(["--models", "tiny-mlm", "--dtype", "int3", "--out", str(tmp_path / "x.csv")])
+        main(["--models", "tiny-mlm", "--dtype", "int3", "--out", str(tmp_path / "x.csv")])
     with pytest.raises(SystemExit, match="at least 1"):
-        bench.main(["--metastable", "--models", "tiny-mlm", "--near-one-rounds", "0", "--out", str(tmp_path / "x.csv")])
+        main(["--metastable", "--models", "tiny-mlm", "--near-one-rounds", "0", "--out", str(tmp_path / "x.csv")])
     with pytest.raises(SystemExit, match="temperatures must be positive"):
-        bench.main(["--metastable", "--models", "tiny-mlm", "--temperatures", "0.5", "0", "--out", str(tmp_path / "x.csv")])
+        main(["--metastable", "--models", "tiny-mlm", "--temperatures", "0.5", "0", "--out", str(tmp_path / "x.csv")])
     assert not (tmp_path / "x.csv").exists()
 
 
 def test_paired_quartiles_closed_form():
     """Ratios taken round by round: a drift that slows both variants alike leaves the ratio exact."""
-    assert bench.paired_quartiles([2, 4, 8, 16], [1, 2, 4, 8]) == (2.0, 2.0)
-    assert bench.paired_quartiles([1, 2, 3, 4, 5], [1, 1, 1, 1, 1]) == (2.0, 4.0)
+    assert measure.paired_quartiles([2, 4, 8, 16], [1, 2, 4, 8]) == (2.0, 2.0)
+    assert measure.paired_quartiles([1, 2, 3, 4, 5], [1, 1, 1, 1, 1]) == (2.0, 4.0)
     # a variant timed in one round is paired with the other's first round only
-    assert bench.paired_quartiles([6], [2, 1, 1]) == (3.0, 3.0)
+    assert measure.paired_quartiles([6], [2, 1, 1]) == (3.0, 3.0)
     # the median of the paired ratios lies between their quartiles; the ratio of medians need not
     num, den = [1, 2, 30], [10, 1, 3]                   # ratios 0.1, 2, 10; medians 2 over 3
-    assert bench.paired_median(num, den) == 2.0 and bench.paired_median([6], [2, 1, 1]) == 3.0
-    q25, q75 = bench.paired_quartiles(num, den)
-    assert q25 <= bench.paired_median(num, den) <= q75 and not q25 <= np.median(num) / np.median(den) <= q75
+    assert measure.paired_median(num, den) == 2.0 and measure.paired_median([6], [2, 1, 1]) == 3.0
+    q25, q75 = measure.paired_quartiles(num, den)
+    assert q25 <= measure.paired_median(num, den) <= q75 and not q25 <= np.median(num) / np.median(den) <= q75
 
 
 def test_time_interleaved_times_a_function_once_when_asked():
@@ -110,7 +112,7 @@ def test_time_interleaved_times_a_function_once_when_asked():
     only, the others in every round (call counts, no clock involved)."""
     calls = {"a": 0, "b": 0, "c": 0}
     fns = {k: (lambda k=k: calls.__setitem__(k, calls[k] + 1)) for k in calls}
-    out, _ = bench._time_interleaved(fns, min_rounds=4, max_rounds=4, warmup=lambda: None,
+    out, _ = measure.time_interleaved(fns, min_rounds=4, max_rounds=4, warmup=lambda: None,
                                      once=lambda k: k == "b")
     assert calls == {"a": 4, "b": 1, "c": 4}
     assert [len(out[k]) for k in "abc"] == [4, 1, 4]
@@ -119,12 +121,12 @@ def test_time_interleaved_times_a_function_once_when_asked():
 def test_steal_fraction_from_two_proc_stat_readings():
     """Closed form on hand-written /proc/stat lines: of 100 ticks between the readings, 25 were
     stolen; the per-CPU lines are not counted twice; no time passed gives NaN."""
-    before = bench.cpu_times("cpu  100 0 50 800 0 0 0 50 0 0\ncpu0 50 0 25 400 0 0 0 25 0 0\n")
-    after = bench.cpu_times("cpu  150 0 60 815 0 0 0 75 0 0\ncpu0 75 0 30 407 0 0 0 37 0 0\n")
+    before = measure.cpu_times("cpu  100 0 50 800 0 0 0 50 0 0\ncpu0 50 0 25 400 0 0 0 25 0 0\n")
+    after = measure.cpu_times("cpu  150 0 60 815 0 0 0 75 0 0\ncpu0 75 0 30 407 0 0 0 37 0 0\n")
     assert before.tolist() == [100, 0, 50, 800, 0, 0, 0, 50]
-    assert bench.steal_fraction(before, after) == 0.25
-    assert bench.steal_fraction(before, before) != bench.steal_fraction(before, before)      # NaN
-    assert bench.cpu_times("intr 5\n") is None
+    assert measure.steal_fraction(before, after) == 0.25
+    assert measure.steal_fraction(before, before) != measure.steal_fraction(before, before)      # NaN
+    assert measure.cpu_times("intr 5\n") is None
 
 
 def _cell(model, n, batch, variant, rate, fraction=0.5, device="cpu", **extra):
@@ -149,10 +151,10 @@ def test_targets_and_newest_run_wins(tmp_path):
     new.to_csv(tmp_path / "bench-cpu-rerun.csv", index=False)
     os.utime(tmp_path / "bench-cpu-rerun.csv", (2e9, 2e9))
     pd.DataFrame([_cell(m, 20, 64, "engine", 1.0)]).to_csv(tmp_path / "bench-cpu.partial.csv", index=False)
-    df = bench.read_tables(tmp_path)["cpu"]
+    df = read.read_tables(tmp_path)["cpu"]
     assert len(df) == 6 and df[df.variant == "shared_site_full"].chain_steps_per_s.tolist() == [25.0, 20.0]
     assert (df.run == "bench-cpu-rerun").sum() == 2 and "fill_mask_loop" not in set(df[df.batch == 64].variant)
-    t = bench.targets(df).set_index("target")
+    t = read.targets(df).set_index("target")
     assert t.loc["fraction of the bound, n = 20, batch >= 64 (least cell)", "measured"] == 0.85
     assert t.loc["x the fill-mask loop, n = 20 (best batch)", "measured"] == 3.0       # 30 / 10: batch 64 has no loop now
     assert t.loc["x shared-site full logits, n = 20 (every batch)", "measured"] == 1.2  # min(30/25, 40/20)
@@ -173,7 +175,7 @@ def test_targets_label_each_engine_and_carry_the_deciding_cells_spread(tmp_path)
                   _cell(m, 20, 64, "fill_mask_loop", 10.0, **sp(3.0, 5.0)),
                   _cell(m, 20, 64, "shared_site_full", 20.0, **sp(1.5, 2.5)),
                   _cell(m, 20, 256, "shared_site_full", 30.0, **sp(1.1, 1.3))]).to_csv(tmp_path / "bench-cpu.csv", index=False)
-    t = bench.targets(bench.read_tables(tmp_path)["cpu"]).set_index(["engine", "target"])
+    t = read.targets(read.read_tables(tmp_path)["cpu"]).set_index(["engine", "target"])
     bound = "fraction of the bound, n = 20, batch >= 64 (least cell)"
     loop, shared = "x the fill-mask loop, n = 20 (best batch)", "x shared-site full logits, n = 20 (every batch)"
     assert sorted(t.index) == sorted((e, x) for e in ("engine", "engine_compiled") for x in (bound, loop, shared))
@@ -188,20 +190,20 @@ def test_projection_divides_work_by_the_fastest_measured_rate():
     df = pd.DataFrame([_cell(m, 20, 16, "engine", 30.0), _cell(m, 20, 64, "engine", 40.0),
                        _cell(m, 64, 64, "engine", 10.0)])
     work = pd.DataFrame({"masked rows": [40 * 3600, 10 * 3600 * 2], "typical n": [20, 64]})
-    assert bench.projected_hours(work, df).tolist() == [1.0, 2.0]
+    assert read.projected_hours(work, df).tolist() == [1.0, 2.0]
 
 
 def test_metastable_grid_writes_every_mode_per_cell(tmp_path):
     """The engine modes on the same chains: four rows per cell, plain scores one row a chain-step,
     memo never more (the same trajectory), a perfect-trap cell at T = 0.25; targets are read off."""
     out = tmp_path / "metastable-cpu.csv"
-    assert bench.main(["--metastable", "--models", "tiny-mlm", "--lengths", "5", "--temperatures", "0.25", "2",
+    assert main(["--metastable", "--models", "tiny-mlm", "--lengths", "5", "--temperatures", "0.25", "2",
                        "--chains", "4", "--steps", "30", "--trap-steps", "300", "--rounds", "1", "--out", str(out)]) == 0
     df = pd.read_csv(out)
     assert not (tmp_path / "metastable-cpu.partial.csv").exists()
     cells = df.groupby(["start", "temperature"])
-    assert len(cells) == 3 and all(sorted(g["mode"]) == sorted(bench.METASTABLE_MODES) for _, g in cells)
-    assert set(df[df.start == "perfect trap"].temperature) == {bench.TRAP_TEMPERATURE}
+    assert len(cells) == 3 and all(sorted(g["mode"]) == sorted(metastable.METASTABLE_MODES) for _, g in cells)
+    assert set(df[df.start == "perfect trap"].temperature) == {trapsearch.TRAP_TEMPERATURE}
     by = df.set_index(["start", "temperature", "mode"])
     assert (df[df["mode"] == "plain"].passes_per_step == 1).all() and (df[df["mode"] == "plain"].speedup == 1).all()
     assert (df[df["mode"] == "memo"].passes_per_step <= 1).all()
@@ -218,7 +220,7 @@ def test_metastable_grid_writes_every_mode_per_cell(tmp_path):
     # in a trap, jump scores the n = 5 sites of each chain's state once and then holds: far under
     # one row per step over 300 steps (plain: exactly one)
     assert trap.loc["jump", "passes_per_step"] < 0.2
-    assert set(bench.metastable_targets(df).target) >= {"x plain at T = 2 (least cell)",
+    assert set(metastable.metastable_targets(df).target) >= {"x plain at T = 2 (least cell)",
                                                         "x plain on a perfect trap at T = 0.25 (least cell)"}
 
 
@@ -238,9 +240,9 @@ def test_metastable_targets_take_the_least_cell_of_each_kind():
     """Two targets: 20x on a perfect trap and 0.95x at T = 2. The third, 2x wherever the no-op
     share is 0.9 or more, is retired (its cells here, at T = 0.25 and 0.5, decide nothing): the
     rows memo must score there bound the ratio below 2 on a CPU in some cells and not in others
-    at the same share, so :func:`bench.row_bounds` reports the bound there instead."""
+    at the same share, so :func:`metastable.row_bounds` reports the bound there instead."""
     rows = _modes_rows()
-    t = bench.metastable_targets(pd.DataFrame(rows)).set_index("target")
+    t = metastable.metastable_targets(pd.DataFrame(rows)).set_index("target")
     assert not t.index.str.contains("no-op share").any()
     assert t.measured.tolist() == [25.0, 0.97] and t.cells.tolist() == [1, 1]
     assert t.met.tolist() == [True, True]
@@ -252,9 +254,9 @@ def test_metastable_targets_take_the_least_cell_of_each_kind():
     # an upper bound cannot show a target met: a cut auto row at T = 2 reads "not met" even
     # above 0.95, while an uncut table (or one from before the column, NaN) reads the median
     cut = pd.DataFrame(rows).assign(cut=lambda d: (d["mode"] == "auto") & (d.temperature == 2.0))
-    assert bench.metastable_targets(cut).met.tolist() == [True, False]
+    assert metastable.metastable_targets(cut).met.tolist() == [True, False]
     older = pd.DataFrame(rows).assign(cut=np.nan)
-    assert bench.metastable_targets(older).met.tolist() == [True, True]
+    assert metastable.metastable_targets(older).met.tolist() == [True, True]
 
 
 def test_row_bounds_set_auto_beside_plains_rows_over_memos_where_the_no_op_share_is_high():
@@ -263,104 +265,19 @@ def test_row_bounds_set_auto_beside_plains_rows_over_memos_where_the_no_op_share
     has memo's rows (0.4 a step: a bound of 2.5, and auto 1.5x under it); the T = 0.25 cell has no
     memo row and the trap and low-share cells are not asked about."""
     rows = _modes_rows()
-    b = bench.row_bounds(pd.DataFrame(rows))
+    b = metastable.row_bounds(pd.DataFrame(rows))
     assert b[["temperature", "no-op share", "memo rows per step", "row bound", "auto x plain"]].values.tolist() == \
         [[0.5, 0.91, 0.4, 2.5, 1.5]]
     assert b["auto cut"].tolist() == [False]
     rows.append({**rows[0], "mode": "memo", "passes_per_step": 0.8})                 # T = 0.25: 0.8 rows a step
-    b = bench.row_bounds(pd.DataFrame(rows).assign(cut=lambda d: (d["mode"] == "auto") & (d.temperature == 0.25)))
+    b = metastable.row_bounds(pd.DataFrame(rows).assign(cut=lambda d: (d["mode"] == "auto") & (d.temperature == 0.25)))
     assert b.temperature.tolist() == [0.25, 0.5] and b["row bound"].tolist() == [1.25, 2.5]   # lowest bound first
     assert b["auto cut"].tolist() == [True, False]
-    assert bench.row_bounds(pd.DataFrame(rows).drop(columns="passes_per_step")).empty
-
-
-def test_perfect_trap_is_an_argmax_fixed_point(small_scorer):
-    """Coordinate ascent ends where every site is its own conditional's argmax."""
-    import torch
-
-    from textglauber import margins
-
-    x = small_scorer.vocab.ids[torch.randint(3, (6, 4), generator=torch.Generator().manual_seed(0))]
-    trap = bench.perfect_trap(small_scorer, x)
-    assert (margins.score_gaps(small_scorer, trap) >= 0).all()
-    assert torch.equal(bench.perfect_trap(small_scorer, trap), trap)
-
-
-class _Cycling:
-    """Two sites, tokens {0, 1, 2}, incompatible conditionals: site 0's argmax copies site 1; site
-    1's is the other of {0, 1} when site 0 holds 0 or 1, and 2 when it holds 2. The only fixed point
-    is (2, 2); ascent from a start with no 2 cycles (0,0) -> (0,1) -> (1,1) -> (1,0) -> (0,0) ..."""
-
-    def __init__(self):
-        from textglauber.vocabulary import AllowedVocab
-
-        self.vocab = AllowedVocab(torch.tensor([0, 1, 2]), ("a", "b", "c"), 3)
-        self.max_length = 2
-
-    def scores(self, states, sites):
-        out = torch.zeros(len(states), 3)
-        for r, (x, i) in enumerate(zip(states.tolist(), sites.tolist())):
-            out[r, x[1] if i == 0 else (2 if x[0] == 2 else 1 - x[0])] = 1.0
-        return out
-
-
-def test_perfect_trap_keeps_the_starts_that_converge_and_fails_only_when_none_do():
-    cyc = bench.RowCount(_Cycling())
-    fixed = bench.perfect_trap(cyc, torch.tensor([[0, 0], [2, 2], [0, 2], [1, 0]]), sweeps=20)
-    assert fixed.tolist() == [[2, 2], [2, 2]]          # (0, 2) -> (2, 2); (0, 0) and (1, 0) cycle
-    # the sweep map (0, 0) -> (0, 1) -> (1, 0) -> (0, 1) repeats after 3 sweeps: the cycling starts
-    # are dropped then (at most 4 sweeps of 4 starts on 2 sites), not kept for all 20 (80 rows and more)
-    assert cyc.rows <= 4 * 4 * 2
-    with pytest.raises(RuntimeError, match="no start reached"):
-        bench.perfect_trap(cyc, torch.tensor([[0, 0], [1, 0]]), sweeps=20)
-
-
-@pytest.mark.parametrize("temperature", [0.25, 1.0])
-def test_holding_steps_is_the_exact_kernels_expected_holding_time(small_scorer, temperature):
-    """1 / q from the n conditionals of a state equals 1 / (1 - P(x, x)) of the enumerated Glauber
-    kernel, for every state of the tiny MLM on three tokens at n = 3."""
-    from textglauber import exact
-
-    ch = exact.glauber_kernel(small_scorer, 3, temperature)
-    want = 1 / exact.leave_probabilities(ch.kernel)
-    got = bench.holding_steps(small_scorer, torch.as_tensor(ch.states), temperature)
-    np.testing.assert_allclose(got, want, rtol=1e-5)
-    assert got.min() < 2 < got.max()                     # shallow and deep states alike
-
-
-def test_deep_traps_start_only_from_argmax_fixed_points_that_hold():
-    """On an explicit joint law (81 states) the fixed points and their holding times are known by
-    enumeration: the chains start only from fixed points whose exact holding time reaches the
-    threshold, and from the deepest one reached where none does."""
-    from conftest import random_joint
-
-    from textglauber import exact, margins
-
-    n, T = 4, 0.25
-    sc = exact.JointScorer(np.arange(3), n, random_joint(3, n, seed=3, spread=1.0))
-    ch = exact.glauber_kernel(sc, n, T)
-    hold = dict(zip(map(tuple, ch.states.tolist()), 1 / exact.leave_probabilities(ch.kernel)))
-    at_argmax = margins.score_gaps(sc, torch.as_tensor(ch.states)) >= 0
-    fixed = {tuple(s) for s, a in zip(ch.states.tolist(), at_argmax) if a.all()}
-    holds = sorted(hold[f] for f in fixed)
-    assert len(fixed) >= 3 and holds[0] < holds[-1]
-    threshold = holds[len(holds) // 2]
-
-    x, found = bench.deep_traps(sc, n, 6, torch.Generator().manual_seed(0), temperature=T, hold=threshold,
-                                batches=100)
-    starts = {tuple(r) for r in x.tolist()}
-    assert starts <= fixed and all(hold[s] >= threshold for s in starts)
-    assert found["deep"] and found["trap_states"] == len(starts) == sum(h >= threshold for h in holds)
-    assert found["fixed_points"] == len(fixed) > len(starts)       # shallower fixed points were reached, and left out
-    assert found["trap_hold_min"] == pytest.approx(min(hold[s] for s in starts))
-
-    x, found = bench.deep_traps(sc, n, 6, torch.Generator().manual_seed(0), temperature=T, hold=np.inf, batches=100)
-    assert {tuple(r) for r in x.tolist()} == {max(fixed, key=hold.get)} and not found["deep"]
-    assert found["trap_hold_min"] == pytest.approx(holds[-1])
+    assert metastable.row_bounds(pd.DataFrame(rows).drop(columns="passes_per_step")).empty
 
 
 def _grid(out, *extra):
-    return bench.main(["--metastable", "--models", "tiny-mlm", "--lengths", "5", "--temperatures", "0.25", "2",
+    return main(["--metastable", "--models", "tiny-mlm", "--lengths", "5", "--temperatures", "0.25", "2",
                        "--chains", "4", "--steps", "30", "--trap-steps", "300", "--rounds", "1", "--out", str(out),
                        *extra])
 
@@ -371,7 +288,7 @@ def test_metastable_plain_timed_over_fewer_steps_and_noop_share_from_memo(tmp_pa
     out = tmp_path / "metastable-cpu.csv"
     assert _grid(out, "--plain-steps", "10") == 0
     df = pd.read_csv(out)
-    cool = df.temperature != bench.NEAR_ONE_TEMPERATURE
+    cool = df.temperature != metastable.NEAR_ONE_TEMPERATURE
     assert (df[(df["mode"] == "plain") & cool].steps == 10).all()
     assert (df[(df["mode"] == "plain") & ~cool].steps == 30).all()      # near one: plain's full length
     assert (df[(df["mode"] == "memo") & (df.start != "perfect trap")].steps == 30).all()
@@ -402,7 +319,7 @@ def test_metastable_trap_only_measures_the_trap_cells_alone(tmp_path):
     out = tmp_path / "metastable-cpu.csv"
     assert _grid(out, "--no-trap", "--temperatures", "2") == 0
     before = pd.read_csv(out)
-    assert bench.main(["--metastable", "--models", "tiny-mlm", "--lengths", "5", "--chains", "4", "--steps", "30",
+    assert main(["--metastable", "--models", "tiny-mlm", "--lengths", "5", "--chains", "4", "--steps", "30",
                        "--trap-steps", "300", "--rounds", "1", "--out", str(out), "--trap-only"]) == 0
     df = pd.read_csv(out)
     assert set(df.start) == {"burned in 100 steps", "perfect trap"} and set(df.temperature) == {0.25, 2.0}
@@ -412,7 +329,7 @@ def test_metastable_trap_only_measures_the_trap_cells_alone(tmp_path):
     assert (trap.trap_states >= 1).all() and (trap.trap_hold_min <= trap.trap_hold_median).all()
     for extra in (["--no-trap"], ["--temperatures", "0.25"]):
         with pytest.raises(SystemExit, match="trap-only"):
-            bench.main(["--metastable", "--models", "tiny-mlm", "--out", str(tmp_path / "bad.csv"), "--trap-only", *extra])
+            main(["--metastable", "--models", "tiny-mlm", "--out", str(tmp_path / "bad.csv"), "--trap-only", *extra])
     assert not (tmp_path / "bad.csv").exists()
 
 
@@ -425,7 +342,7 @@ def test_metastable_grid_resumes_from_its_partial_table(tmp_path, monkeypatch):
     ref = pd.read_csv(whole)
 
     out = tmp_path / "cut" / "metastable-cpu.csv"
-    real = bench._modes_cell
+    real = metastable._modes_cell
     calls = []
 
     def stop_after_first(*a, **k):
@@ -434,14 +351,14 @@ def test_metastable_grid_resumes_from_its_partial_table(tmp_path, monkeypatch):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(bench, "_modes_cell", stop_after_first)
+    monkeypatch.setattr(metastable, "_modes_cell", stop_after_first)
     with pytest.raises(KeyboardInterrupt):
         _grid(out)
     first = pd.read_csv(out.with_suffix(".partial.csv"))
-    assert len(first) == len(bench.METASTABLE_MODES) and not out.exists()
+    assert len(first) == len(metastable.METASTABLE_MODES) and not out.exists()
 
     measured = []
-    monkeypatch.setattr(bench, "_modes_cell", lambda *a, **k: measured.append(a[3]) or real(*a, **k))
+    monkeypatch.setattr(metastable, "_modes_cell", lambda *a, **k: measured.append(a[3]) or real(*a, **k))
     assert _grid(out) == 0
     df = pd.read_csv(out)
     assert len(measured) == 2                                  # the two cells the stopped run had not reached
@@ -473,19 +390,19 @@ def test_metastable_losing_mode_is_timed_once_and_a_cell_does_not_depend_on_the_
     whole = tmp_path / "whole.csv"
     assert _grid(whole, "--rounds", "3") == 0
     df = pd.read_csv(whole)
-    assert ((df.passes_per_step > bench.LOSING_ROWS) == (df.rounds == 1)).all()
-    assert ((df.passes_per_step > bench.LOSING_ROWS) == df.cut).all()
-    near_one = (df.temperature == bench.NEAR_ONE_TEMPERATURE) & (df.start != "perfect trap")
-    kept = df.passes_per_step <= bench.LOSING_ROWS
+    assert ((df.passes_per_step > metastable.LOSING_ROWS) == (df.rounds == 1)).all()
+    assert ((df.passes_per_step > metastable.LOSING_ROWS) == df.cut).all()
+    near_one = (df.temperature == metastable.NEAR_ONE_TEMPERATURE) & (df.start != "perfect trap")
+    kept = df.passes_per_step <= metastable.LOSING_ROWS
     assert (df.rounds[kept & ~near_one] == 3).all()
-    assert (df.rounds[kept & near_one] == bench.NEAR_ONE_ROUNDS).all() and (kept & near_one).any()
+    assert (df.rounds[kept & near_one] == metastable.NEAR_ONE_ROUNDS).all() and (kept & near_one).any()
     assert df.noop_share[df.cut].isna().all() and df.noop_share[~df.cut].notna().all()
     hot = df[(df.temperature == 2) & (df.start != "perfect trap")].set_index("mode")
-    assert hot.loc["jump", "passes_per_step"] > bench.LOSING_ROWS and hot.loc["jump", "rounds"] == 1
+    assert hot.loc["jump", "passes_per_step"] > metastable.LOSING_ROWS and hot.loc["jump", "rounds"] == 1
     assert hot.loc["jump", "speedup_q25"] == hot.loc["jump", "speedup_q75"]
 
     part = tmp_path / "part.csv"
-    assert bench.main(["--metastable", "--models", "tiny-mlm", "--lengths", "5", "--temperatures", "2",
+    assert main(["--metastable", "--models", "tiny-mlm", "--lengths", "5", "--temperatures", "2",
                        "--chains", "4", "--steps", "30", "--trap-steps", "300", "--rounds", "3",
                        "--out", str(part)]) == 0
     alone = pd.read_csv(part)
@@ -506,8 +423,8 @@ def test_metastable_partial_table_replaces_older_rows_at_the_same_coordinates(tm
     current.to_csv(out.with_suffix(".partial.csv"), index=False)
     current.assign(cell_key="older code", chain_steps_per_s=-1.0).to_csv(out, index=False)
     measured = []
-    real = bench._modes_cell
-    monkeypatch.setattr(bench, "_modes_cell", lambda *a, **k: measured.append(a[3]) or real(*a, **k))
+    real = metastable._modes_cell
+    monkeypatch.setattr(metastable, "_modes_cell", lambda *a, **k: measured.append(a[3]) or real(*a, **k))
     assert _grid(out) == 0 and measured == []
     df = pd.read_csv(out)
     assert len(df) == len(current) and (df.chain_steps_per_s > 0).all()
@@ -520,12 +437,12 @@ def test_row_budget_raises_before_scoring_the_call_that_would_pass_it(small_scor
     from conftest import CountingScorer
 
     inner = CountingScorer(small_scorer)
-    counted = bench.RowCount(inner, budget=7)
+    counted = metastable.RowCount(inner, budget=7)
     x = small_scorer.vocab.ids[torch.zeros(4, 3, dtype=torch.long)]
     counted.scores(x, torch.zeros(4, dtype=torch.long))
     counted.scores(x[:3], torch.ones(3, dtype=torch.long))           # 7 rows: exactly the budget
     assert (counted.rows, inner.calls, counted.spent) == (7, 2, False)
-    with pytest.raises(bench.RowBudgetSpent):
+    with pytest.raises(metastable.RowBudgetSpent):
         counted.scores(x[:1], torch.zeros(1, dtype=torch.long))
     assert (counted.rows, inner.calls, counted.spent, counted.wanted) == (7, 2, True, 8)
 
@@ -541,17 +458,17 @@ def test_a_mode_is_cut_exactly_when_its_full_run_needs_more_than_the_row_budget(
     scorer = models.MaskedLMScorer(tiny_mlm, vocabulary.allowed_vocabulary(tiny_mlm.tokenizer))
     chains, n, steps, seed = 4, 6, 40, 3
     x0 = scorer.vocab.ids[torch.randint(scorer.vocab.size, (chains, n), generator=torch.Generator().manual_seed(1))]
-    rows = {r["mode"]: r for r in bench._modes_cell(scorer, x0, T, steps, seed, {}, rounds=2)}
+    rows = {r["mode"]: r for r in metastable._modes_cell(scorer, x0, T, steps, seed, {}, rounds=2)}
     assert rows["plain"]["cut"] is False and rows["plain"]["passes_per_step"] == 1.0
     for mode in ("memo", "jump", "auto"):
-        full = bench.RowCount(scorer)
+        full = metastable.RowCount(scorer)
         r = run(full, x0, ChainSpec(temperature=T, steps=steps, record_every=1, checkpoint_every=steps, mode=mode),
                 seed=seed)
         need = full.rows / (chains * steps)
         got = rows[mode]
-        assert got["cut"] == (need > bench.LOSING_ROWS)
+        assert got["cut"] == (need > metastable.LOSING_ROWS)
         if got["cut"]:
-            assert bench.LOSING_ROWS < got["passes_per_step"] <= need and got["rounds"] == 1
+            assert metastable.LOSING_ROWS < got["passes_per_step"] <= need and got["rounds"] == 1
             assert np.isnan(got["noop_share"])
         else:
             moved = (r.states[1:] != r.states[:-1]).any(-1)

@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import provenance
+from .. import provenance
+from ..reach import code_inputs
 
 PRESETS = {
     "bench": ["--models", "bert-base", "package:antiberty", "package:rxnfp-bert", "--lengths", "20",
@@ -32,15 +33,14 @@ PRESETS = {
     # the memoizing engine's modes on the metastable grid (n = 20, T = 0.25, 1, 2, a perfect trap)
     "bench-metastable": ["--metastable", "--quick"],
 }
+PROBE = "from textglauber.bench import __main__"      # what the key's code covers: the command and all it imports
 
 
 def code() -> dict:
-    """{file: SHA-256} of the library modules ``textglauber.bench`` can reach."""
-    from .reach import code_inputs
-
+    """{file: SHA-256} of the library modules a benchmark run (``python -m textglauber.bench``) can reach."""
     with tempfile.TemporaryDirectory() as tmp:
         probe = Path(tmp) / "probe.ipynb"
-        probe.write_text(json.dumps({"cells": [{"cell_type": "code", "source": ["from textglauber import bench"],
+        probe.write_text(json.dumps({"cells": [{"cell_type": "code", "source": [PROBE],
                                                 "metadata": {}, "outputs": []}], "metadata": {}, "nbformat": 4,
                                      "nbformat_minor": 5}))
         return code_inputs(probe)

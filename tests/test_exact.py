@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from textglauber import exact
+from textglauber import exact, groundtruth
 
 from conftest import joint_chain
 
@@ -104,32 +104,6 @@ def test_exit_time_of_a_single_state_is_its_geometric_holding_time(small_scorer)
         members = np.zeros(len(P), bool)
         members[x] = True
         assert exact.exit_time(P, members)[0] == pytest.approx(1 / (1 - P[x, x]), rel=1e-12)
-
-
-def test_margin_certificate_holds_against_the_exact_chain(small_scorer):
-    table = exact.TabulatedScorer(small_scorer, 3)
-    for T in (0.3, 1.0, 3.0):
-        P = exact.glauber_kernel(table, 3, T).kernel
-        pi = exact.stationary(P)
-        m = exact.margin_check(table, P, T, pi)
-        assert m["margin Delta"] > 0
-        assert m["exact holding time"] >= m["certified holding time"]
-        if np.isfinite(m["margin t_mix bound"]):
-            assert exact.mixing_time(P) >= m["margin t_mix bound"]
-
-
-def test_hitting_check_on_hamming_embedding_hits_at_the_first_move(small_scorer):
-    """With rel_delta tiny, any move counts, so the hitting time is the first step at which the
-    chain's state changes: checked against the recorded states."""
-    table = exact.TabulatedScorer(small_scorer, 3)
-    emb = np.eye(len(table.chain.states))               # every state orthogonal to every other
-    P = exact.glauber_kernel(table, 3, 1.0).kernel
-    pi = exact.stationary(P)
-    runs = exact.tabulated_chains(table, 1.0, 16, 200, torch.Generator().manual_seed(0))
-    moved = (runs.states != runs.states[0][None]).any(-1)
-    first = runs.steps[moved.argmax(0)]
-    out = exact.hitting_check(table, runs, emb, pi, rel_delta=1e-9)
-    assert out["hitting censored"] == 0 and out["hitting time (median)"] == np.median(first)
 
 
 def _tmix_by_definition(P, eps, t_max=5_000):
@@ -318,13 +292,6 @@ def test_frozen_prefix_of_a_joint_samples_its_conditional_law():
     np.testing.assert_allclose(ch.kernel, _kernel_by_hand(sc, ch.states, ch.free, 1.0), atol=1e-12)
 
 
-def test_tabulated_chains_keep_the_tables_prefix(small_scorer):
-    table = exact.TabulatedScorer(small_scorer, 4, prefix=small_scorer.vocab.ids[[1]].numpy())
-    runs = exact.tabulated_chains(table, 1.0, 8, 100, torch.Generator().manual_seed(0))
-    assert (runs.states[:, :, 0] == int(small_scorer.vocab.ids[1])).all()
-    assert len(np.unique(table.chain.index(runs.states))) > 9          # the free sites did move
-
-
 # ---------------------------------------------------------------- deep traps (issue 41, item 5.1)
 
 def _planted(k=3, n=3, lift=4.0, seed=0):
@@ -383,7 +350,7 @@ def test_deep_trap_holding_and_exit_times_keep_their_digits(T):
     Pm = _kernel_mp(sc, T)
     hold = _exit_mp(Pm, [x])[0]
     assert hold > 1e16
-    m = exact.margin_check(table, P, T)
+    m = groundtruth.margin_check(table, P, T)
     assert m["exact holding time"] == pytest.approx(hold, rel=1e-12)
     assert m["exact holding time"] >= m["certified holding time"]
     single = np.arange(len(P)) == x
@@ -440,23 +407,3 @@ def test_stationary_linear_solve_keeps_a_trap_whose_diagonal_rounds_to_one(monke
     P = np.array([[1 - 1e-17, 1e-17], [3e-17, 1 - 3e-17]])
     assert P[0, 0] == P[1, 1] == 1.0
     np.testing.assert_allclose(exact.stationary(sp.csr_matrix(P) if sparse else P), [0.75, 0.25], rtol=1e-12)
-
-
-def test_trap_basins_survive_a_trap_held_beyond_1e16_steps():
-    """Chains of the engine on the planted table at T = 0.1 (some fall into the trap, held ~1e17
-    steps, and stay; others into shallower local argmaxes of the noise): trap_basins reports it with the exact exit time of its basin (the old solve of
-    I - P_BB raised LinAlgError on the basin {x})."""
-    sc, x = _planted()
-    table = exact.TabulatedScorer(sc, sc.n)
-    T = 0.1
-    P = exact.glauber_kernel(table, sc.n, T).kernel
-    pi = exact.stationary(P)
-    runs = exact.tabulated_chains(table, T, 8, 400, torch.Generator().manual_seed(0))
-    assert (table.chain.index(runs.states[-1]) == x).sum() >= 2     # two chains end in it (one fell in late)
-    emb = np.random.default_rng(0).normal(size=(len(P), 8))
-    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    found = exact.trap_basins(table, runs, emb, P, pi, window=50, rel_threshold=0.1)
-    held = found[found["basin states"] == 1]
-    held = held[held["exact mean exit time"] > 1e16]
-    assert len(held) >= 1
-    assert held["exact mean exit time"].iloc[0] == pytest.approx(1 / exact.leave_probabilities(P)[x], rel=1e-12)

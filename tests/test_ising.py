@@ -2,10 +2,11 @@
 import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from textglauber import exact, ising
+from textglauber import exact, ising, stats
 
 
 def _random_model(n, seed, scale=0.6):
@@ -119,3 +120,78 @@ def test_k_pseudo_likelihood_matches_block_conditionals_of_the_exact_law():
         assert len(w) < len(X)                                    # the sample was compressed
         got = float(ising.k_pseudo_loglik(torch.as_tensor(m.theta), obs, alts, w))
         assert got == pytest.approx(np.mean(terms), rel=1e-10)
+
+
+# ---------------------------------------------------------------- the chapter's tables and sentences
+def test_clique_sweep_is_the_separation_experiment_at_k_equal_n_per_clique():
+    got = ising.clique_sweep([2, 3], free=1, coupling=1.0, field=0.05)
+    assert got[["clique", "spins", "k"]].values.tolist() == [[2, 3, 3], [2, 3, 3], [3, 4, 4], [3, 4, 4]]
+    for c in (2, 3):
+        m = ising.clique_plus_independent(c, 1, 1.0, 0.05)
+        want = ising.separation_experiment(m, [m.n])
+        part = got[got.clique == c].drop(columns=["clique", "spins"]).reset_index(drop=True)
+        pd.testing.assert_frame_equal(part, want)
+
+
+def _by_clique(parallel, gibbs=(2.0, 2.5, 3.0)):
+    cliques = [2, 4, 6][:len(parallel)]
+    return pd.DataFrame({"clique": [c for c in cliques for _ in range(2)],
+                         "sampler": ["k-site Gibbs", "independent parallel"] * len(cliques),
+                         "steps to mode": [v for pair in zip(gibbs, parallel) for v in pair]})
+
+
+def test_clique_ratios_and_the_separation_sentence():
+    wide, ratio = ising.clique_ratios(_by_clique([4.0, 10.0, 30.0]))
+    assert wide.index.tolist() == [2, 4, 6] and ratio.tolist() == [2.0, 4.0, 10.0]
+    by_k = pd.DataFrame({"k": [1, 8, 8], "sampler": ["independent parallel", "k-site Gibbs", "independent parallel"],
+                         "TV(stationary, Ising law)": [0.0, 0.0, 0.4567]})
+    text = ising.separation_sentence(by_k, _by_clique([4.0, 10.0, 30.0]), 8)
+    assert "reaches the mode in 2.0 to 3.0 expected steps" in text
+    assert "needs 4 steps for a clique of 2 and 30 for a clique of 6" in text
+    assert "goes 2 -> 4 -> 10 over clique sizes 2, 4, 6 (growing with the clique)" in text
+    assert "stationary law is 0.46 in total variation" in text
+    assert "NOT growing monotonically" in ising.separation_sentence(by_k, _by_clique([4.0, 3.0, 30.0]), 8)
+
+
+def test_exact_variances_are_the_traces_relative_to_the_likelihood():
+    m = ising.random_model(3, 1.0, 0.3, seed=2)
+    got = ising.exact_variances(m, [1, 2, 3])
+    traces = [np.trace(ising.asymptotic_variance(m, k)) for k in (1, 2, 3)]
+    np.testing.assert_allclose(got["exact asymptotic variance (trace)"], traces, rtol=1e-12)
+    np.testing.assert_allclose(got["relative to the likelihood"], np.array(traces) / traces[-1], rtol=1e-12)
+
+
+def _fits(gap, replicates=12, seed=0):
+    """Scaled squared errors per replicate for k = 1, 2, 3: k = 1 above k = 3 by ``gap`` plus noise."""
+    rng = np.random.default_rng(seed)
+    rows = [{"replicate": r, "k": k, "sample size": 100, "rmse": 0.1,
+             "scaled squared error": 5.0 + (gap if k == 1 else 0.0) + rng.normal(0, 0.5)}
+            for r in range(replicates) for k in (1, 2, 3)]
+    return pd.DataFrame(rows)
+
+
+def test_scaled_error_table_and_intervals():
+    m = ising.random_model(3, 1.0, 0.3, seed=2)
+    raw = _fits(0.0).drop(columns="scaled squared error")
+    scaled = ising.with_scaled_error(raw, m)
+    assert "scaled squared error" not in raw
+    np.testing.assert_allclose(scaled["scaled squared error"], 100 * 0.1**2 * 6)      # 3 couplings and 3 fields
+    fits = _fits(1.0)
+    exact_var = pd.DataFrame({"k": [1, 2, 3], "exact asymptotic variance (trace)": [3.0, 2.0, 1.0],
+                              "relative to the likelihood": [3.0, 2.0, 1.0]})
+    table = ising.fitting_table(fits, exact_var, seed=4)
+    for k, row in zip((1, 2, 3), table.to_dict("records")):
+        v = fits[fits.k == k]["scaled squared error"].to_numpy()
+        assert row["Monte Carlo m * MSE (sum)"] == pytest.approx(v.mean(), rel=1e-12)
+        assert (row["95% CI low"], row["95% CI high"]) == stats.bootstrap_ci(v, seed=4)
+        assert row["95% CI low"] < v.mean() < row["95% CI high"]
+
+
+def test_fitting_sentence_tells_a_resolved_gain_from_noise():
+    exact_var = pd.DataFrame({"k": [1, 2, 3], "exact asymptotic variance (trace)": [3.0, 2.0, 1.0],
+                              "relative to the likelihood": [3.0, 2.0, 1.0]})
+    clear = ising.fitting_sentence(_fits(3.0), exact_var, 100, 12, seed=0)
+    assert "falls monotonically in k, consistent with" in clear and "has 3.000 times" in clear
+    assert "shows the same ordering" in clear
+    noise = ising.fitting_sentence(_fits(0.0, seed=1), exact_var.iloc[::-1].assign(k=[1, 2, 3]), 100, 12, seed=0)
+    assert "does NOT fall monotonically" in noise and "includes zero" in noise

@@ -11,7 +11,7 @@ import pytest
 import scipy.stats as st
 import torch
 
-from textglauber import coupling, engine, exact, models, stats, vocabulary
+from textglauber import coupling, engine, exact, groundtruth, models, stats, vocabulary
 from textglauber.engine import ChainSpec
 
 ALPHA = 1e-3
@@ -703,14 +703,14 @@ def test_geometric_mean_interval_covers_at_its_level_with_and_without_censoring(
 
 
 def test_holding_check_sorts_the_deepest_traps_and_counts_what_it_spent(smoke_traps):
-    """exact.holding_check on the smoke chain at T = 0.1: the traps come deepest first with the
+    """groundtruth.holding_check on the smoke chain at T = 0.1: the traps come deepest first with the
     exact mean hold 1 / (1 - P(x, x)) of exact.exit_time, every exact mean inside its 99.9%
     interval, the censored count and the chain-steps consistent with the budget, the trap's m rows
     once and a row per move."""
     T, chains, budget = 0.1, 300, 5000
     P = exact.glauber_kernel(smoke_traps, 4, T).kernel
-    df = exact.holding_check(smoke_traps, T, traps=3, chains=chains, steps=budget,
-                             gen=torch.Generator().manual_seed(0), level=0.999)
+    df = groundtruth.holding_check(smoke_traps, T, traps=3, chains=chains, steps=budget,
+                                   gen=torch.Generator().manual_seed(0), level=0.999)
     stay = np.diag(P)
     assert list(df["state index"]) == list(np.argsort(-stay, kind="stable")[:3])
     for x, m in zip(df["state index"], df["exact mean holding time"]):

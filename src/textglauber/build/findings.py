@@ -285,36 +285,34 @@ def traps_preprint() -> str:
 
 
 def ground_truth(folder: Path, root: Path, profile: str) -> str:
+    from ..groundtruth import headline
+
     t = _table(folder, "ground_truth")
     if t is None:
         return ""
-    exact = t["exact t_mix"]
+    hl = headline(t, _table(folder, "holding_times"))
     parts = []
-    c = t[t["coupling estimate"].notna() & exact.notna()]
-    if len(c):
-        near = int((c["coupling estimate"] / c["exact t_mix"]).between(0.5, 2).sum())
-        parts.append(f"the coupling estimate lies within a factor 2 of the exact mixing time in {near} of {len(c)}")
-    h = t[t["hitting time (median)"].notna() & exact.notna()]
-    if len(h):
-        r = h["exact t_mix"] / h["hitting time (median)"]
-        parts.append(f"the median hitting time is below it in {int((r > 1).sum())} of {len(h)} (by up to {number(r.max())} times)")
-    b = t[np.isfinite(t["contraction bound"]) & exact.notna()]
-    if len(b):
-        parts.append(f"the contraction bound holds in {int((b['contraction bound'] >= b['exact t_mix']).sum())} of {len(b)} "
+    if hl.coupling_cases:
+        parts.append(f"the coupling estimate lies within a factor 2 of the exact mixing time in {hl.coupling_near} of "
+                     f"{hl.coupling_cases}")
+    if hl.hitting_cases:
+        parts.append(f"the median hitting time is below it in {hl.hitting_below} of {hl.hitting_cases} (by up to "
+                     f"{number(hl.hitting_max_ratio)} times)")
+    if hl.bound_cases:
+        parts.append(f"the contraction bound holds in {hl.bound_holds} of {hl.bound_cases} "
                      "cases where the exact alpha is below one")
     else:
         parts.append("the exact alpha is below one in no case, so the contraction bound never applies")
     models = ", ".join(_name(m) for m in t.model.unique())
-    text = (f"Over {len(t)} model-temperature cases ({models}, restricted to a few tokens and short lengths): "
+    text = (f"Over {hl.cases} model-temperature cases ({models}, restricted to a few tokens and short lengths): "
             + "; ".join(parts) + ".")
-    hold = _table(folder, "holding_times")
-    if hold is not None and len(hold):
-        left = hold[hold.jumps > 0]
-        text += (f" Holding times in the deepest traps, simulated by jumps over {int(hold['steps simulated'].sum()):,} "
+    if hl.holding_traps:
+        text += (f" Holding times in the deepest traps, simulated by jumps over {hl.holding_steps:,} "
                  f"chain-steps: the exact mean 1/(1 - P(x,x)) lies inside the simulated interval in "
-                 f"{int(hold['exact inside CI'].sum())} of {len(hold)} traps")
-        text += ("." if len(left) == len(hold) else
-                 f" ({len(hold) - len(left)} of them with no chain leaving within the budget, so a lower bound only).")
+                 f"{hl.holding_inside} of {hl.holding_traps} traps")
+        text += ("." if hl.holding_left == hl.holding_traps else
+                 f" ({hl.holding_traps - hl.holding_left} of them with no chain leaving within the budget, so a lower "
+                 "bound only).")
     return text
 
 

@@ -1,0 +1,533 @@
+"""The book's diagnostics beside exact answers, on chains small enough to enumerate.
+
+A masked LM restricted to a few tokens and a short length has a few hundred to a few thousand
+states, so :mod:`textglauber.exact` gives its kernel, stationary law, mixing time and exit times
+exactly. Here each diagnostic of the book runs on such a chain and is set beside the exact value:
+the coupling estimate and the contraction bound (:func:`ground_truth`), the margin certificate
+(:func:`margin_check`), the embedding hitting time (:func:`hitting_check`), the traps detector's
+basins (:func:`trap_basins`) and the holding times of the deepest traps (:func:`holding_check`).
+:func:`headline` counts what the comparison shows, for the chapter and the findings page alike;
+the rest builds the chapter's tables, sentences and figures.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import influence, margins, models, rectangle, semantics, stats, traps
+from .device import measurement_dtype
+from .engine import ChainSpec, couple, first_changes, run
+from .exact import (TabulatedScorer, compatibility_gap, conductance, deepest_traps, exit_time, glauber_kernel,
+                    leave_probabilities, mixing_time, pseudo_likelihood_law, spectral_gap, stationary)
+from .ising import clique_ratios
+
+TRUTH_COLUMNS = ["model", "tokens", "n", "states", "temperature", "exact t_mix", "relaxation time", "coupling estimate",
+                 "censored pairs", "hitting time (median)", "exact alpha", "contraction bound", "TV(pi, PL law)",
+                 "KL(pi || PL law)", "mean R at T"]
+MARGIN_COLUMNS = ["model", "temperature", "margin Delta", "pi(trap)", "certified holding time", "exact holding time",
+                  "margin t_mix bound", "exact t_mix"]
+HOLDING_COLUMNS = ["model", "tokens", "temperature", "trap rank", "state", "exact mean holding time",
+                   "simulated mean holding time", "CI low", "CI high", "exact inside CI", "chains", "censored",
+                   "steps simulated", "jumps", "rows scored"]
+PREPRINT = "preprint (arXiv 2605.16378)"
+
+
+# --------------------------------------------------------------------------- the checks
+def tabulated_chains(table: TabulatedScorer, temperature: float, chains: int, steps: int, gen: torch.Generator):
+    """Chains of the engine on a tabulated scorer from uniform random starts, every step recorded."""
+    states = table.chain.states
+    start = torch.as_tensor(states[torch.randint(len(states), (chains,), generator=gen).numpy()])
+    seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
+    return run(table, start, ChainSpec(temperature=float(temperature), steps=steps, record_every=1,
+                                       prefix_len=table.chain.free[0], checkpoint_every=max(steps, 1)), seed=seed)
+
+
+def holding_check(table: TabulatedScorer, temperature: float, *, traps: int, chains: int, steps: int,
+                  gen: torch.Generator, level: float = 0.95, P=None) -> pd.DataFrame:
+    """Simulated holding times in the deepest traps of an enumerable chain beside their exact mean.
+
+    Each of the ``traps`` states with the longest exact expected holding time 1 / (1 - P(x, x))
+    starts ``chains`` chains of the engine, which leave it by one jump each
+    (:func:`textglauber.engine.first_changes`): the trap's m rows, scored once for all its chains,
+    and a row for each chain that leaves, however long it holds.
+    A chain still there after ``steps`` steps is censored. The estimate of the mean is the
+    geometric law's maximum likelihood under censoring with its interval at ``level``
+    (:func:`textglauber.stats.geometric_mean_ci`). One row per trap: the exact and simulated
+    means, the chains, how many were censored, the chain-steps simulated (what the plain engine
+    would score, one row per chain and step), the jumps made and the rows scored."""
+    ch = table.chain
+    P = glauber_kernel(table, table.n, temperature, prefix=ch.states[0, :ch.free[0]]).kernel if P is None else P
+    leave = leave_probabilities(P)
+    word = dict(zip(table.vocab.ids.tolist(), table.vocab.tokens))
+    rows = []
+    for rank, x in enumerate(deepest_traps(P, traps)):
+        start = torch.as_tensor(ch.states[x]).repeat(chains, 1)
+        seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
+        fc = first_changes(table, start, ChainSpec(temperature=float(temperature), steps=steps,
+                                                   prefix_len=ch.free[0]), seed)
+        held = np.where(fc.censored, steps, fc.steps)
+        mean, lo, hi = stats.geometric_mean_ci(held, fc.censored, level)
+        exact_mean = 1.0 / leave[x] if leave[x] > 0 else np.inf
+        rows.append({"temperature": float(temperature), "trap rank": rank + 1, "state index": int(x),
+                     "state": " ".join(word[int(t)] for t in ch.states[x]),
+                     "exact mean holding time": exact_mean, "simulated mean holding time": mean,
+                     "CI low": lo, "CI high": hi, "exact inside CI": bool(lo <= exact_mean <= hi),
+                     "chains": chains, "censored": int(fc.censored.sum()), "budget": steps,
+                     "steps simulated": int(held.sum()), "jumps": int((~fc.censored).sum()), "rows scored": fc.rows})
+    return pd.DataFrame(rows)
+
+
+def margin_check(table: TabulatedScorer, P, temperature: float, pi: np.ndarray | None = None) -> dict:
+    """The margin certificate against exact answers, on the state whose every free site is the
+    model's argmax with the largest margin Delta = min_i g_i (the strongest perfect trap).
+
+    Its exact mean holding time 1 / (1 - P(x, x)) must be at least the certified
+    1 / ((|A| - 1) e^{-Delta/T}), and the exact t_mix at least e^{Delta/T} / (4 (|A| - 1)) when
+    pi(x) <= 1/2. Returns NaNs when no state is an argmax fixed point."""
+    pi = stationary(P) if pi is None else pi
+    free = table.chain.free
+    gaps = margins.score_gaps(table, torch.as_tensor(table.chain.states))[:, free]
+    delta = gaps.min(1)
+    k = table.vocab.size
+    if not (delta > 0).any():
+        return {"margin Delta": np.nan, "pi(trap)": np.nan, "exact holding time": np.nan,
+                "certified holding time": np.nan, "margin t_mix bound": np.nan}
+    x = int(np.argmax(delta))
+    return {"margin Delta": float(delta[x]), "pi(trap)": float(pi[x]),
+            "exact holding time": float(exit_time(P, np.arange(len(pi)) == x)[0]),
+            "certified holding time": 1.0 / margins.escape_bound(float(delta[x]), k, temperature),
+            "margin t_mix bound": (margins.tmix_lower_bound(float(delta[x]), k, temperature)
+                                   if pi[x] <= 0.5 else np.nan)}
+
+
+def hitting_check(table: TabulatedScorer, chain_run, emb: np.ndarray, pi: np.ndarray, rel_delta: float,
+                  idx: np.ndarray | None = None) -> dict:
+    """Embedding hitting times of the recorded chains against the exact stationary law.
+
+    ``emb`` holds a unit embedding of every enumerated state. Chain b starting at x_0 hits when
+    1 - cos(E(x_0), E(x_t)) first reaches rel_delta times its exact stationary value
+    E_{y ~ pi}[1 - cos(E(x_0), E(y))]: a fixed fraction of the distance a mixed chain would show.
+    Returns the censored median and the share censored. ``idx`` is the recorded states' index in
+    the enumeration (R, B), when the caller has it already."""
+    idx = table.chain.index(chain_run.states) if idx is None else idx      # (R, B)
+    e = emb[idx]
+    d = 1.0 - np.einsum("rbd,bd->rb", e, e[0])
+    target = rel_delta * (1.0 - emb[idx[0]] @ (emb.T @ pi))          # (B,)
+    hit = d >= target[None, :]
+    censored = ~hit.any(0)
+    tau = np.where(censored, np.nan, chain_run.steps[hit.argmax(0)].astype(float))
+    med = semantics.censored_median(tau, censored, float(chain_run.steps[-1]))
+    return {"hitting time (median)": med["median"], "hitting censored": med["censored"]}
+
+
+def trap_basins(table: TabulatedScorer, chain_run, emb: np.ndarray, P, pi: np.ndarray, *, window: int,
+                rel_threshold: float, idx: np.ndarray | None = None) -> pd.DataFrame:
+    """The traps chapter's detector on chains over an enumerable space, each trap's basin (the
+    states it visited) with its exact conductance and exact mean exit time.
+
+    The detector's threshold, a drift rate per step, is ``rel_threshold`` times the mean drift of one
+    move of these chains (with a record at every step, as :func:`tabulated_chains` makes, each
+    nonzero drift between records is one move); ``idx`` as in :func:`hitting_check`."""
+    idx = table.chain.index(chain_run.states) if idx is None else idx
+    c = traps.consecutive_drift(emb[idx])
+    moves = c[1:][c[1:] > 0]
+    if len(moves) == 0:
+        return pd.DataFrame()
+    threshold = rel_threshold * float(moves.mean())
+    rows = []
+    for b in range(idx.shape[1]):
+        for start, end in traps.detect(chain_run.steps, c[:, b], window, threshold):
+            inside = idx[(chain_run.steps >= start) & (chain_run.steps <= end), b]
+            members = np.zeros(len(pi), bool)
+            members[np.unique(inside)] = True
+            if members.all():
+                continue
+            rep = int(np.bincount(inside).argmax())
+            exits = exit_time(P, members)
+            rows.append({"chain": b, "start": start, "duration": end - start,
+                         "censored": bool(end >= chain_run.steps[-1]), "basin states": int(members.sum()),
+                         "pi(basin)": float(pi[members].sum()), "conductance": conductance(P, members, pi),
+                         "exact mean exit time": float(exits[np.flatnonzero(members).searchsorted(rep)])})
+    return pd.DataFrame(rows)
+
+
+def coupling_estimate(tau: np.ndarray, censored: np.ndarray, budget: int, eps: float) -> float:
+    """The first t in 0..budget at which the share of pairs not yet coupled (tau > t, a censored
+    pair never coupled) is at most ``eps``; NaN when the budget ends before that."""
+    tau = np.where(censored, np.inf, tau)
+    grid = np.arange(budget + 1)
+    tail = (tau[None, :] > grid[:, None]).mean(1)
+    return int(grid[np.argmax(tail <= eps)]) if (tail <= eps).any() else np.nan
+
+
+# --------------------------------------------------------------------------- every diagnostic, per temperature
+@dataclass
+class GroundTruth:
+    table: pd.DataFrame       # one row per temperature: every diagnostic beside its exact value
+    traps: pd.DataFrame       # one row per trap found on the exact chains
+
+
+@dataclass
+class _Settings:
+    """What :func:`ground_truth` runs at each temperature besides the exact computation."""
+    pairs: int
+    budget: int
+    eps: float
+    embedding: np.ndarray | None
+    chains: int
+    rel_delta: float
+    trap_window: int
+    trap_threshold: float
+
+
+def ground_truth(table: TabulatedScorer, temperatures, *, pairs: int, budget: int, rectangles: int,
+                 gen: torch.Generator, eps: float = 0.25, embedding: np.ndarray | None = None,
+                 chains: int = 64, rel_delta: float = 0.5, trap_window: int = 50,
+                 trap_threshold: float = 0.1) -> GroundTruth:
+    """Every diagnostic of the book beside the exact answer, on one enumerable chain.
+
+    Per temperature: exact t_mix(eps), absolute spectral gap and relaxation time, the
+    compatibility gap between pi_T and the pseudo-likelihood law, the exact alpha(T) and the
+    contraction bound where alpha < 1, and the coupling estimate (the first t at which the
+    sampled pairs' coalescence tail drops to eps; an estimate, since the pairs are random,
+    not the worst case). Also the mean rectangle R at T = 1 (R scales as 1/T), and the margin
+    certificate against the exact holding time and t_mix (:func:`margin_check`).
+
+    With ``embedding`` (a unit vector per enumerated state), ``chains`` engine chains run for
+    ``budget`` steps at each temperature: their embedding hitting time is set beside the exact
+    t_mix (:func:`hitting_check`) and the traps they show get exact conductances
+    (:func:`trap_basins`)."""
+    if table.chain.free[0] != 0:
+        raise ValueError("ground_truth needs a table without a frozen prefix")
+    settings = _Settings(pairs, budget, eps, embedding, chains, rel_delta, trap_window, trap_threshold)
+    states = torch.as_tensor(table.chain.states)
+    rects = rectangle.sample(table, states, rectangles, gen, top_k=table.vocab.size)
+    mean_R = float(rectangle.score_mlm(table, rects, temperature=1.0).R.mean())
+    infl = influence.influence(table, states, temperatures, top_k=None)
+    rows, trap_rows = [], []
+    for ti, T in enumerate(temperatures):
+        known = {"exact alpha": float(infl.alpha[ti]), "contraction bound": float(infl.mixing_bound(eps)[ti]),
+                 "mean R at T=1": mean_R, "mean R at T": mean_R / T}
+        row, found = _at_temperature(table, states, T, gen, settings, known)
+        rows.append(row)
+        if len(found):
+            trap_rows.append(found.assign(temperature=float(T)))
+    return GroundTruth(pd.DataFrame(rows), pd.concat(trap_rows, ignore_index=True) if trap_rows else pd.DataFrame())
+
+
+def _at_temperature(table: TabulatedScorer, states: torch.Tensor, T: float, gen: torch.Generator,
+                    s: _Settings, known: dict) -> tuple[dict, pd.DataFrame]:
+    """One temperature's row (the exact answers, ``known``'s alpha, bound and rectangles, the
+    diagnostics) and the traps its chains showed. The generator draws the coupled pairs' starts and
+    seed first, then the engine chains'."""
+    P = glauber_kernel(table, states.shape[1], T).kernel
+    pi = stationary(P)
+    spec = spectral_gap(P)
+    gap = compatibility_gap(pi, pseudo_likelihood_law(table.chain, table, T))
+    pick = torch.randint(len(states), (2, s.pairs), generator=gen)
+    pairs = couple(table, states[pick[0]], states[pick[1]], T, s.budget, gen)
+    try:
+        tmix = mixing_time(P, s.eps, pi=pi)
+    except RuntimeError:
+        tmix = np.nan
+    extra, found = margin_check(table, P, float(T), pi), pd.DataFrame()
+    if s.embedding is not None:
+        chains = tabulated_chains(table, T, s.chains, s.budget, gen)
+        idx = table.chain.index(chains.states)                      # the chains mapped once, for both checks
+        extra |= hitting_check(table, chains, s.embedding, pi, s.rel_delta, idx=idx)
+        found = trap_basins(table, chains, s.embedding, P, pi, window=s.trap_window, rel_threshold=s.trap_threshold,
+                            idx=idx)
+    row = {"temperature": float(T), "states": len(states), "exact t_mix": tmix,
+           "relaxation time": spec["relaxation_time"], "complex spectrum": spec["complex"],
+           "TV(pi, PL law)": gap["tv"], "KL(pi || PL law)": gap["kl"],
+           "exact alpha": known["exact alpha"], "contraction bound": known["contraction bound"],
+           "coupling estimate": coupling_estimate(pairs.tau, pairs.censored, s.budget, s.eps),
+           "censored pairs": float(pairs.censored.mean()),
+           "mean R at T=1": known["mean R at T=1"], "mean R at T": known["mean R at T"]}
+    return row | extra, found
+
+
+# --------------------------------------------------------------------------- what the comparison shows
+@dataclass
+class Headline:
+    """What a ground-truth table (and its holding-time table) says about the diagnostics, as counts
+    over its model-temperature cases where both sides are known."""
+    cases: int
+    coupling_cases: int           # a coupling estimate and an exact t_mix
+    coupling_near: int            # of those, the estimate within a factor 2 of t_mix
+    hitting_cases: int            # a median hitting time and an exact t_mix
+    hitting_below: int            # of those, the median below t_mix
+    hitting_max_ratio: float      # the largest t_mix over the median hitting time
+    bound_cases: int              # a contraction bound (alpha < 1) and an exact t_mix
+    bound_holds: int              # of those, the bound at least t_mix
+    bound_mean_ratio: float       # the mean of the bound over t_mix
+    holding_traps: int = 0        # deepest traps timed by jumps
+    holding_inside: int = 0       # of those, the exact mean inside the simulated interval
+    holding_left: int = 0         # of those, traps some chain left within the budget
+    holding_steps: int = 0        # chain-steps the jumps simulated
+
+
+def headline(truth: pd.DataFrame, holding: pd.DataFrame | None = None) -> Headline:
+    """Count what the exact answers say about the coupling estimate, the median hitting time and
+    the contraction bound in ``truth`` (the chapter's ``ground_truth`` table), and, with the
+    ``holding_times`` table, how often the exact mean hold lies inside the simulated interval."""
+    exact = truth["exact t_mix"]
+    c = truth[truth["coupling estimate"].notna() & exact.notna()]
+    h = truth[truth["hitting time (median)"].notna() & exact.notna()]
+    b = truth[np.isfinite(truth["contraction bound"]) & exact.notna()]
+    r = h["exact t_mix"] / h["hitting time (median)"]
+    out = Headline(cases=len(truth), coupling_cases=len(c),
+                   coupling_near=int((c["coupling estimate"] / c["exact t_mix"]).between(0.5, 2).sum()),
+                   hitting_cases=len(h), hitting_below=int((r > 1).sum()),
+                   hitting_max_ratio=float(r.max()) if len(h) else np.nan, bound_cases=len(b),
+                   bound_holds=int((b["contraction bound"] >= b["exact t_mix"]).sum()),
+                   bound_mean_ratio=float((b["contraction bound"] / b["exact t_mix"]).mean()) if len(b) else np.nan)
+    if holding is not None and len(holding):
+        for name, value in _holding_counts(holding).items():
+            setattr(out, f"holding_{name}", value)
+    return out
+
+
+def _holding_counts(h: pd.DataFrame) -> dict:
+    """Traps timed, exact means inside their interval, traps some chain left, chain-steps simulated."""
+    return {"traps": len(h), "inside": int(h["exact inside CI"].sum()), "left": len(h[h.jumps > 0]),
+            "steps": int(h["steps simulated"].sum())}
+
+
+def summary(truth: pd.DataFrame, profile: str) -> str:
+    """The chapter's sentences on what the exact answers say (Markdown)."""
+    hl, lines = headline(truth), []
+    if hl.bound_cases:
+        lines.append(f"Where the exact alpha is below one ({hl.bound_cases} model-temperature cases), the contraction "
+                     f"bound {'holds in every case' if hl.bound_holds == hl.bound_cases else 'FAILS somewhere'} and is "
+                     f"on average {hl.bound_mean_ratio:.1f} times the exact mixing time.")
+    if hl.coupling_cases:
+        lines.append(f"The coupling estimate from random pairs lies within a factor 2 of the exact mixing time in "
+                     f"{hl.coupling_near} of {hl.coupling_cases} cases.")
+    if hl.hitting_cases:
+        lines.append(f"The median embedding hitting time is below the exact mixing time in {hl.hitting_below} of "
+                     f"{hl.hitting_cases} cases, by a factor of up to {hl.hitting_max_ratio:.3g}: reaching half the "
+                     "stationary drift says the chain has moved, not that it has forgotten its start.")
+    per_model = truth.groupby("model", sort=False)["TV(pi, PL law)"].agg(["min", "max"])
+    lines.append(f"The compatibility gap (TV between the true stationary law and the pseudo-likelihood reading) ranges "
+                 f"from {per_model['min'].min():.3f} to {per_model['max'].max():.3f} over the models and temperatures; "
+                 f"{int((truth['TV(pi, PL law)'] > 1e-3).sum())} of {len(truth)} cases exceed 0.001.")
+    lines.append(f"Profile '{profile}'; models restricted to the tokens listed, so these are statements about those small "
+                 "chains, not about the full-vocabulary models.")
+    return " ".join(lines)
+
+
+# --------------------------------------------------------------------------- the chapter
+@dataclass
+class Restricted:
+    """The chapter's restricted models, run: the ground-truth rows and trap basins of all of them,
+    each model's label and table, and the models' descriptions for the manifest."""
+    truth: pd.DataFrame
+    basins: pd.DataFrame
+    tables: list[tuple[dict, TabulatedScorer]]
+    described: list[dict]
+
+
+def run_models(models_: list[dict], temperatures, gen: torch.Generator, notes: list[str], *, device: str, dtype: str,
+               on_missing_model: str, **settings) -> Restricted:
+    """:func:`ground_truth` for each model of ``models_`` restricted to its tokens and length, with the
+    model's own embedding of each state; ``settings`` are :func:`ground_truth`'s. A model that cannot
+    be had is skipped with a line in ``notes`` or raises, as ``on_missing_model`` says."""
+    frames, trap_frames, described, restricted = [], [], [], []
+    for spec in models_:
+        opened = models.or_skip(on_missing_model, notes, spec["name"], models.open_mlm, spec, device=device,
+                                dtype=measurement_dtype(dtype))
+        if opened is None:
+            continue
+        lm, scorer = opened
+        described.append(lm.describe())
+        table = TabulatedScorer(scorer, spec["n"])
+        embedding = semantics.embedder("self", lm)(table.chain.states)      # the model's own view of each state
+        gt = ground_truth(table, temperatures, gen=gen, embedding=embedding, **settings)
+        label = dict(model=spec["name"], tokens=" ".join(spec["tokens"]), n=spec["n"])
+        restricted.append((label, table))
+        frames.append(gt.table.assign(**label))
+        if len(gt.traps):
+            trap_frames.append(gt.traps.assign(**label))
+    basins = pd.concat(trap_frames, ignore_index=True) if trap_frames else pd.DataFrame()
+    return Restricted(pd.concat(frames, ignore_index=True), basins, restricted, described)
+
+
+def basin_summary(basins: pd.DataFrame) -> pd.DataFrame:
+    """The traps found on the exact chains, per model and temperature: how many, and the medians of
+    their duration, basin size, conductance and exact exit time."""
+    return (basins.groupby(["model", "temperature"], sort=False)
+            .agg(traps=("chain", "size"), median_duration=("duration", "median"),
+                 censored=("censored", "mean"), median_states=("basin states", "median"),
+                 median_conductance=("conductance", "median"),
+                 median_exact_exit=("exact mean exit time", "median"))
+            .reset_index())
+
+
+def basin_sentence(basins: pd.DataFrame, trap_window: int) -> str:
+    """How the durations the detector saw compare with the basins' exact mean exit times (Markdown)."""
+    ok = ~basins.censored
+    ratio = (basins[ok]["duration"] / basins[ok]["exact mean exit time"])
+    return (f"{len(basins)} traps on the exact chains ({int(basins.censored.sum())} still open when the run "
+            f"ended). For the closed ones, the seen duration over the exact mean exit time has median "
+            f"{ratio.median():.2f} (quartiles {ratio.quantile(0.25):.2f} to {ratio.quantile(0.75):.2f}); "
+            f"{(ratio > 1).mean():.0%} of them lasted longer than the exact mean exit time: the detector only "
+            f"reports stays longer than its {trap_window}-step window, so where a basin is left quickly it sees "
+            f"only the long stays. {int((ratio < 0.1).sum())} of {len(ratio)} ended before a tenth of the exit "
+            "time; such a trap closed on a move inside its basin and is a fragment of it.")
+
+
+def holding_times(restricted: list[tuple[dict, TabulatedScorer]], holding: dict, gen: torch.Generator,
+                  level: float) -> pd.DataFrame:
+    """:func:`holding_check` for each restricted model (label, table) at each of ``holding``'s
+    temperatures, its ``deepest`` traps with ``chains`` chains of ``steps`` steps each."""
+    frames = []
+    for label, tab in restricted:
+        for T in holding["temperatures"]:
+            frames.append(holding_check(tab, T, traps=holding["deepest"], chains=holding["chains"],
+                                        steps=holding["steps"], gen=gen, level=level).assign(**label))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _on(h: pd.DataFrame, i) -> str:
+    """Which restricted chain row ``i`` of a holding-time table is on."""
+    return f"{h.model[i]} on {{{', '.join(h.tokens[i].split())}}} at T = {h.temperature[i]:g}"
+
+
+def holding_sentence(h: pd.DataFrame, holding: dict, level: float) -> str:
+    """What the holding times by jumps show against the exact means, and what they cost (Markdown)."""
+    counts = _holding_counts(h)
+    seen = h[h.jumps > 0]
+    rel = (seen["simulated mean holding time"] / seen["exact mean holding time"] - 1).abs()
+    parts = [f"{counts['traps']} traps, the {holding['deepest']} deepest of each restricted model at each temperature "
+             f"({', '.join(f'T = {t:g}' for t in holding['temperatures'])}), {holding['chains']} chains each with a "
+             f"budget of {holding['steps']:,} steps: the exact mean hold lies inside the {level:.0%} interval of the "
+             f"simulated one in {counts['inside']} of {counts['traps']}."]
+    if len(seen):
+        w = rel.idxmax()
+        parts.append(f"Where chains left, the largest relative error of the simulated mean is {rel.max():.1%} "
+                     f"({_on(h, w)}, exact mean {h['exact mean holding time'][w]:,.3g} "
+                     f"steps, {int(h.censored[w])} of {int(h.chains[w])} chains censored).")
+    deep = h["exact mean holding time"].idxmax()
+    parts.append(f"The deepest trap holds for {h['exact mean holding time'][deep]:,.3g} steps on average (exact; "
+                 f"{_on(h, deep)}), "
+                 + ("more than the budget" if h['exact mean holding time'][deep] > holding["steps"] else "within the budget")
+                 + "; "
+                 + f"{int(h.censored[deep])} of {int(h.chains[deep])} of its chains were still there at the end.")
+    none_left = h[h.jumps == 0]
+    if len(none_left):
+        parts.append(f"In {len(none_left)} case(s) no chain left within the budget: the estimate is infinite and only the "
+                     "interval's lower end says something.")
+    steps_total, rows_total = counts["steps"], int(h["rows scored"].sum())
+    parts.append(f"All together the jumps simulated {steps_total:,} chain-steps with {int(h.jumps.sum()):,} jumps and "
+                 f"{rows_total:,} scored rows, {steps_total / rows_total:,.3g} steps per row; the plain engine scores one row "
+                 "per chain and step.")
+    return " ".join(parts)
+
+
+def _ratio(a: pd.Series, b: pd.Series) -> str:
+    r = (a / b).replace([np.inf, -np.inf], np.nan).dropna()
+    return f"{r.min():.3g} - {r.max():.3g}" if len(r) else "-"
+
+
+def preprint_table(truth: pd.DataFrame, holding: pd.DataFrame, by_clique: pd.DataFrame, profile: str,
+                   level: float) -> pd.DataFrame:
+    """What the preprint relies on beside what this run's exact chains say, one row per diagnostic."""
+    names = ", ".join(truth.model.unique())
+    c = truth[truth["coupling estimate"].notna() & truth["exact t_mix"].notna()]
+    h = truth[truth["hitting time (median)"].notna() & truth["exact t_mix"].notna()]
+    m = truth[truth["margin Delta"].notna()]
+    wide, _ = clique_ratios(by_clique)
+    run = f"this run ({profile}; {names})"
+    return pd.DataFrame([
+        {"diagnostic": "coupling time from random start pairs", PREPRINT: "used as the mixing measure",
+         run: f"exact t_mix / estimate: {_ratio(c['exact t_mix'], c['coupling estimate'])}"},
+        {"diagnostic": "embedding hitting time", PREPRINT: "used as the mixing measure",
+         run: f"exact t_mix / median hitting time: {_ratio(h['exact t_mix'], h['hitting time (median)'])}"},
+        {"diagnostic": "margin certificate of slow escape", PREPRINT: "a lower bound, vacuous on BERT's traps",
+         run: f"exact / certified holding time: {_ratio(m['exact holding time'], m['certified holding time'])}"},
+        {"diagnostic": "holding time in the deepest traps", PREPRINT: "stays seen inside fixed-length plain runs",
+         run: f"exact mean inside the simulated {level:.0%} interval in "
+              f"{int(holding['exact inside CI'].sum())} of {len(holding)}; "
+              f"{holding['steps simulated'].sum() / holding['rows scored'].sum():,.3g} "
+              "chain-steps per scored row by jumps"},
+        {"diagnostic": "Li et al.: parallel vs k-site Gibbs at k = N", PREPRINT: "not studied",
+         run: f"steps ratio {wide['independent parallel'].iloc[-1] / wide['k-site Gibbs'].iloc[-1]:.3g} "
+              f"at clique {wide.index[-1]}"},
+    ])
+
+
+# --------------------------------------------------------------------------- the chapter's figures
+def plot_exact_crossover(truth: pd.DataFrame) -> None:
+    """Draw and show the exact t_mix against temperature with the coupling estimate, contraction
+    bound and median hitting time per model (left), and the compatibility gap against the mean
+    rectangle R (right)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from . import figures
+
+    fig, axes = figures.panels(2)
+    for (m, g), color in zip(truth.groupby("model", sort=False), sns.color_palette()):
+        axes[0].plot(g.temperature, g["exact t_mix"], marker="o", color=color, label=f"{m}: exact")
+        axes[0].plot(g.temperature, g["coupling estimate"], ls="--", marker="x", color=color)
+        ok = np.isfinite(g["contraction bound"])
+        axes[0].plot(g.temperature[ok], g["contraction bound"][ok], ls=":", marker="^", color=color)
+        axes[0].plot(g.temperature, g["hitting time (median)"], ls="-.", marker="s", color=color, alpha=0.6)
+        axes[1].plot(g["mean R at T"], g["TV(pi, PL law)"], marker="o", color=color, label=m)
+    axes[0].set_xscale("log"); axes[0].set_yscale("log")
+    axes[0].set_xlabel("temperature T"); axes[0].set_ylabel("steps")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2,
+               frameon=False, title="solid: exact, dashed: coupling, dotted: bound, dash-dot: hitting time")
+    axes[1].set_xlabel("mean rectangle R at T"); axes[1].set_ylabel("TV(pi_T, pseudo-likelihood law)")
+    axes[1].set_xscale("log"); axes[1].set_yscale("log")
+    fig.tight_layout()
+    plt.show()
+
+
+def plot_basins(basins: pd.DataFrame) -> None:
+    """Draw and show each closed trap's duration against its basin's exact mean exit time."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, ax = plt.subplots(figsize=(6.8, 4.4))
+    ok = ~basins.censored
+    for (m, g), color in zip(basins[ok].groupby("model", sort=False), sns.color_palette()):
+        ax.scatter(g["exact mean exit time"], g["duration"], s=8, alpha=0.4, color=color, label=m)
+    lim = [1, np.nanmax([basins["exact mean exit time"].replace(np.inf, np.nan).max(), basins["duration"].max()]) * 2]
+    ax.plot(lim, lim, color="grey", lw=1, ls="--")
+    ax.set_xscale("log"); ax.set_yscale("log")
+    ax.set_xlabel("exact mean exit time of the basin (steps)"); ax.set_ylabel("trap duration seen (steps)")
+    ax.legend()
+    fig.tight_layout()
+    plt.show()
+
+
+def plot_holding(holding_times: pd.DataFrame, budget: int) -> None:
+    """Draw and show the simulated mean holding times with their intervals against the exact means
+    (a triangle at the interval's lower end where no chain left within the ``budget``)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, ax = plt.subplots(figsize=(6.8, 4.4))
+    for (m, g), color in zip(holding_times.groupby(["model", "tokens"], sort=False), sns.color_palette()):
+        seen = g[g.jumps > 0]
+        ax.errorbar(seen["exact mean holding time"], seen["simulated mean holding time"],
+                    yerr=[seen["simulated mean holding time"] - seen["CI low"],
+                          seen["CI high"] - seen["simulated mean holding time"]],
+                    fmt="o", capsize=3, color=color, label=f"{m[0]} ({m[1]})")
+        gone = g[g.jumps == 0]                     # no chain left: only the interval's lower end
+        ax.scatter(gone["exact mean holding time"].clip(upper=1e300), gone["CI low"], marker="^", color=color)
+    finite = holding_times["exact mean holding time"].replace(np.inf, np.nan)
+    lim = [0.5, np.nanmax([finite.max(), holding_times["CI high"].replace(np.inf, np.nan).max()]) * 2]
+    ax.plot(lim, lim, color="grey", lw=1, ls="--")
+    ax.axhline(budget, color="grey", lw=1, ls=":")
+    ax.set_xscale("log"); ax.set_yscale("log")
+    ax.set_xlabel("exact mean holding time 1/(1 - P(x,x)) (steps)"); ax.set_ylabel("simulated mean holding time (steps)")
+    ax.legend(loc="upper left", fontsize="small", title="dashed: simulated = exact; dotted: budget"
+              + ("; triangles: no chain left, lower end" if (holding_times.jumps == 0).any() else ""))
+    fig.tight_layout()
+    plt.show()

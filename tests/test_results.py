@@ -15,3 +15,12 @@ def test_start_chapter_empties_the_folder_and_seeds_one_generator(tmp_path):
     assert torch.equal(torch.rand(5, generator=gen), torch.rand(5, generator=expected))
     _, other = results.start_chapter(tmp_path, "smoke", "traps", seed=8)
     assert not torch.equal(torch.rand(5, generator=other), torch.rand(5, generator=torch.Generator().manual_seed(7)))
+
+
+def test_write_tables_writes_each_table_given_and_names_them_in_order(tmp_path):
+    import pandas as pd
+
+    a, b = pd.DataFrame({"x": [1, 2]}), pd.DataFrame({"y": ["u"]})
+    assert results.write_tables(tmp_path, {"b": b, "skipped": None, "a": a}) == ["b", "a"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.parquet", "b.parquet"]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a.parquet"), a)

@@ -71,6 +71,17 @@ def write_table(df: pd.DataFrame, folder: str | Path, name: str) -> Path:
     return path
 
 
+def write_tables(folder: str | Path, frames: dict) -> list[str]:
+    """Each table of ``frames`` (name -> DataFrame, in order) that is not None, written with
+    :func:`write_table`; returns the names written, for the manifest."""
+    written = []
+    for name, df in frames.items():
+        if df is not None:
+            write_table(df, folder, name)
+            written.append(name)
+    return written
+
+
 def start_chapter(results_root: str | Path, profile: str, chapter: str, seed: int):
     """What every chapter does first: quiet warnings, the book's figure style, the chapter's
     emptied results folder (:func:`chapter_dir`) and the run's one seeded generator.

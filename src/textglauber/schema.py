@@ -738,6 +738,18 @@ def chapter_problems(spec: dict, chapter: str, path: Path, injected: dict) -> li
     return lines
 
 
+def check_chapter(notebook: str, values: dict) -> None:
+    """A chapter's parameters as its notebook holds them when it runs (``values``: the notebook's
+    namespace, of which the names its model declares are read), checked against that model before
+    anything is computed. The build has checked the same values already; this stops a papermill
+    run outside the build (``-p window 5``) too. Raises :class:`ProfileError`, one line per problem."""
+    model = CHAPTERS[notebook]
+    given = {name: values[name] for name in model.model_fields if name in values}
+    lines = problems(model, given, f"{notebook}: ", noun=f"a parameter of {notebook}")
+    if lines:
+        raise ProfileError("\n".join(lines))
+
+
 def profile_problems(spec: dict, path: Path, injected: dict[str, dict]) -> list[str]:
     """Every problem of a loaded profile (``spec``, read from ``path``): its defaults, its artifacts and
     each chapter's parameters (``injected[chapter]``: what papermill would inject). One line each."""

@@ -279,3 +279,122 @@ def test_control_windows_are_cut_from_the_masked_lms_texts():
 
     assert prefix_share(shared) == 1.0
     assert prefix_share(own) < 0.5
+
+
+# ------------------------------------------------------------------ the chapter's reading of the rectangles
+import pandas as pd  # noqa: E402  (only these tests need it)
+
+from textglauber import reported  # noqa: E402
+
+
+def _rows(model, kind, R, path1=None):
+    R = np.asarray(R, dtype=float)
+    return pd.DataFrame({"model": model, "kind": kind, "R": R, "path1": np.ones_like(R) if path1 is None else path1})
+
+
+def test_control_note_says_where_the_controls_windows_come_from():
+    info = {"name": "tiny-causal", "kind": "causal", "candidates": 3, "corpus": "tiny", "candidate_tokens": ["a", "b", "c"],
+            "n": 8, "noise": 0.0, "texts_of": "tiny-mlm"}
+    assert rectangle.control_info([{"name": "m", "kind": "mlm"}, info]) is info
+    assert rectangle.control_info([{"name": "m", "kind": "mlm"}]) is None
+    text = rectangle.control_note(info)
+    assert "the 3 most frequent tokens of its corpus `tiny`" in text and "`a`, `b`, `c`" in text
+    assert "the texts that `tiny-mlm` reads" in text and "No perturbed copy was run" in text
+    own = rectangle.control_note({**info, "texts_of": "its own windows", "noise": 0.05})
+    assert "its windows are its own 8-token passages" in own and "standard deviation 0.05" in own
+    assert rectangle.control_note(None) == "This profile runs no joint-model control."
+
+
+def test_floor_sentences_set_the_models_against_the_controls_largest_R():
+    rects = pd.concat([_rows("c", "causal", [1e-7, 2e-7, 3e-7], path1=[0.5, -1.0, 2.0]),
+                       _rows("a", "mlm", [1e-8, 5e-7, 1.0, 2.0]), _rows("b", "mlm", [1e-9, 1e-9]),
+                       _rows("c + noise 0.05", "perturbed", [0.1, 0.3])], ignore_index=True)
+    text = rectangle.floor_sentences(rects, {"noise": 0.05})
+    assert "mean 2.0e-07 and maximum 3.0e-07 over 3 rectangles" in text and "median size 1.00 (nats)" in text
+    assert "largest value: a 75%; b 0%." in text                       # 3 of a's 4 and none of b's lie above 3e-7
+    assert f"has mean R 0.200; for noise on every conditional the expected value is 0.05 x sqrt(16/pi) = " \
+           f"{0.05 * 4 / np.sqrt(np.pi):.3f}" in text and "100% of its rectangles" in text
+    assert rectangle.floor_sentences(rects[rects.kind == "mlm"], None) == ""
+
+
+def test_dtype_floor_sentence_weighs_the_difference_against_a_tenth_of_R():
+    floor = pd.DataFrame([{"model": "m", "rectangles": 10, "mean R (float32)": 1.0, "mean |R difference|": 0.05,
+                           "max |R difference|": 0.2}])
+    small = rectangle.dtype_floor_sentence(floor)
+    assert small.startswith("With bf16 weights the same 10 rectangles of `m` move by 0.05 on average and by up to 0.2")
+    assert small.endswith("a floor well below the effect measured here.")
+    large = rectangle.dtype_floor_sentence(floor.assign(**{"mean |R difference|": 0.1}))
+    assert large.endswith("not small beside the effect, which is why the measuring chapters score in float32.")
+
+
+def test_spread_sentence_gives_each_models_deciles_and_their_ratio():
+    R = np.arange(1, 101, dtype=float)
+    lo, hi = np.quantile(R, [0.1, 0.9])
+    both = pd.concat([_rows("m", "mlm", R), _rows("z", "mlm", np.zeros(5))], ignore_index=True)
+    assert rectangle.spread_sentence(both) == (f"10th and 90th percentiles of R: m {lo:.3g} and {hi:.3g} "
+                                               f"(ratio {hi / lo:.0f}); z 0 and 0.")
+    assert rectangle.spread_sentence(both.iloc[:0]) == ""
+
+
+def test_grid_summary_counts_and_averages_each_models_grids():
+    grids = pd.DataFrame({"model": ["b", "a", "a"], "grid": [0, 0, 1], "K": 3, "mean_R": [1.0, 2.0, 4.0],
+                          "misfit": [0.1, 0.2, 0.4]})
+    out = rectangle.grid_summary(grids)
+    assert out.to_dict("list") == {"model": ["a", "b"], "grids": [2, 1], "K": [3, 3], "mean_R": [3.0, 1.0],
+                                   "misfit": [pytest.approx(0.3), 0.1]}
+
+
+def test_along_training_plot_draws_one_line_per_start_on_each_axis():
+    import matplotlib.pyplot as plt
+
+    along = pd.DataFrame({"start": ["scratch", "scratch", "minilm"], "fraction": [0.5, 1.0, 1.0], "top1": [0.2, 0.3, 0.25],
+                          "mean R": [1.0, 2.0, 3.0], "95% CI low": [0.5, 1.5, 2.5], "95% CI high": [1.5, 2.5, 3.5]})
+    fig, axes = plt.subplots(1, 2)
+    rectangle.plot_along_training(axes, along)
+    for ax, x in zip(axes, ("fraction", "top1")):
+        assert [c.get_label() for c in ax.containers] == ["start: minilm", "start: scratch"]
+        assert list(ax.containers[1].lines[0].get_xdata()) == list(along[x][:2])
+    plt.close(fig)
+
+
+def _summary(rows):
+    cols = ["model", "kind", "rectangles", "mean R", "95% CI low", "95% CI high", "max R", "Spearman(R, influence)"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def test_preprint_table_puts_the_papers_means_above_this_runs():
+    summary = _summary([["m", "mlm", 20, 0.5, 0.4, 0.6, 1.0, 0.3]])
+    table = rectangle.preprint_table(summary, "smoke")
+    assert list(table.columns) == ["source", "model", "rectangles", "mean R", "95% CI low", "95% CI high"]
+    paper = table.iloc[:-1]
+    assert dict(zip(paper.model, paper["mean R"])) == reported.RECTANGLE_MEAN_R
+    assert (paper.rectangles == reported.RECTANGLE_PROTOCOL["rectangles_per_model"]).all()
+    assert table.iloc[-1][["source", "model", "mean R"]].tolist() == ["this run, profile 'smoke'", "m", 0.5]
+
+
+def test_protocol_sentence_sorts_each_choice_into_agrees_or_differs():
+    proto = reported.RECTANGLE_PROTOCOL
+    paper = _summary([["m", "mlm", proto["rectangles_per_model"], 0.5, 0.4, 0.6, 1.0, 0.3]])
+    same = rectangle.protocol_sentence([{"corpus": "msmarco"}], paper, seq_len=12, n_rectangles=300,
+                                       top_k=proto["top_k"], temperature=proto["temperature"])
+    assert same == ("Protocol of this run: windows of n = 12 tokens; as in the preprint, passages from msmarco, "
+                    "300 rectangles per masked LM, replacements from the top-50, T = 1.")
+    other = rectangle.protocol_sentence([{"corpus": "tiny"}], paper.assign(rectangles=[20]), seq_len=12, n_rectangles=20,
+                                        top_k=proto["top_k"], temperature=2.0)
+    assert other == ("Protocol of this run: windows of n = 12 tokens; as in the preprint, replacements from the top-50; "
+                     "unlike the preprint, passages from tiny (the preprint: MS MARCO), 20 rectangles per masked LM "
+                     "(the preprint: 300), T = 2 (the preprint: T = 1).")
+
+
+def test_preprint_sentences_count_the_models_that_clear_the_controls_floor():
+    summary = _summary([["a", "mlm", 20, 0.5, 0.4, 0.6, 1.0, 0.3], ["b", "mlm", 20, 0.1, 1e-9, 0.2, 1.0, -0.1],
+                        ["c", "causal", 20, 1e-7, 1e-8, 2e-7, 3e-7, 0.0]])
+    text = " ".join(rectangle.preprint_sentences(summary, {"candidates": 16}, "smoke"))
+    assert "The control here is `c` with conditionals over 16 candidate tokens (20 rectangles)" in text
+    assert "mean R from 0.1 to 0.5" in text
+    assert "For 1 of 2 masked LMs the lower end" in text and "for the others it cannot be told apart from it." in text
+    assert "for 1 of 2 masked LMs; the preprint reports" in text
+    assert "gives a largest R of 3.0e-07, zero up to float error" in text
+    assert "No model of profile 'smoke' is one of the preprint's" in text
+    shared = rectangle.preprint_sentences(summary.assign(model=["roberta-base", "b", "c"]), {"candidates": 16}, "paper")
+    assert shared[-1] == "Models shared with the preprint: roberta-base; their numbers can be compared directly."

@@ -127,3 +127,105 @@ def test_an_estimate_below_one_does_not_establish_the_condition(small_scorer):
     assert not res.exhaustive and truth.exhaustive
     assert "t_mix bound" not in table.columns and "contracts" not in table.columns
     assert bool(table["alpha-hat < 1"].iloc[0]) and np.isfinite(table["t_mix if alpha-hat were alpha"].iloc[0])
+
+
+# ------------------------------------------------------------------ the chapter's protocol and reading
+import pandas as pd  # noqa: E402  (only these tests need it)
+
+from textglauber import corpus, models  # noqa: E402
+
+
+def test_gap_summary_counts_argmax_sites_and_windows(small_scorer):
+    states = torch.as_tensor(exact.enumerate_states(small_scorer.vocab.ids.numpy(), 3))
+    gaps = margins.score_gaps(small_scorer, states)
+    out = margins.gap_summary(small_scorer, states)
+    assert out["seed windows"] == 27 and out["|A|"] == 3
+    assert out["share of argmax sites"] == pytest.approx(np.mean([g > 0 for row in gaps for g in row]))
+    assert out["all-argmax windows"] == sum(all(g > 0 for g in row) for row in gaps) >= 1
+    assert out["mean gap"] == pytest.approx(float(np.mean(gaps)))
+
+
+def test_run_models_measures_each_model_as_the_chapter_did_and_skips_a_missing_one():
+    """The chapter's protocol for one model, against its steps done by hand with the same draws."""
+    spec = {"name": "tiny-mlm", "corpus": "tiny", "drift_token": "."}
+    design = dict(seq_len=5, n_contexts=1, top_k=2, extra=1, temperatures=[0.5, 2.0], eps=0.25, drift_k=1,
+                  drift_states=4, drift_temperatures=[1.0])
+    fits, alpha, drift, states, gaps, described, notes = influence.run_models(
+        [spec, {**spec, "name": "no-such-model"}], gen=torch.Generator().manual_seed(3), device="cpu", dtype="float32",
+        **design)
+    assert list(fits) == ["tiny-mlm"] and len(notes) == 1 and "no-such-model" in notes[0]
+    gen = torch.Generator().manual_seed(3)
+    lm, scorer = models.open_mlm(spec, device="cpu", dtype="float32")
+    passages = corpus.windows(lm.tokenizer, "tiny", 5, 50, int(torch.randint(2**31 - 1, (1,), generator=gen)),
+                              vocab=scorer.vocab)
+    res, table = influence.experiment(scorer, passages, [0.5, 2.0], n_contexts=1, top_k=2, extra=1, gen=gen)
+    np.testing.assert_array_equal(fits["tiny-mlm"].alpha_ij, res.alpha_ij)
+    pd.testing.assert_frame_equal(alpha, table.assign(model="tiny-mlm", t_star=res.t_star))
+    token = lm.tokenizer.convert_tokens_to_ids(".")
+    dt, per_state, _ = margins.drift_table(scorer, passages, token, 1, 4, [1.0], gen, tokenizer=lm.tokenizer)
+    pd.testing.assert_frame_equal(drift, dt.assign(model="tiny-mlm", token="."))
+    pd.testing.assert_frame_equal(states, per_state.assign(model="tiny-mlm"))
+    assert gaps.to_dict("records") == [{"model": "tiny-mlm", **margins.gap_summary(scorer, passages)}]
+    assert described[0]["corpus"] == "tiny" and described[0]["|A|"] == scorer.vocab.size
+
+
+def _fit(alpha_ij, osc_ij, temperatures):
+    return influence.InfluenceResult(temperatures=np.asarray(temperatures, float), alpha_ij=np.asarray(alpha_ij, float),
+                                     osc_ij=np.asarray(osc_ij, float), contexts=1, replacements=2, exhaustive=False)
+
+
+def _alpha_all():
+    """Model a: alpha-hat 1.5 at T = 0.5 and 0.4 at T = 2; model b: above one at both."""
+    return pd.DataFrame({"temperature": [0.5, 2.0, 0.5, 2.0], "alpha (lower bound)": [1.5, 0.4, 3.0, 1.2],
+                         "alpha-hat < 1": [False, True, False, False],
+                         "t_mix if alpha-hat were alpha": [np.inf, 123.4, np.inf, np.inf],
+                         "model": ["a", "a", "b", "b"], "t_star": [2.5, 2.5, 7.0, 7.0]})
+
+
+def test_alpha_summary_and_sentences_read_the_lowest_temperature_below_one():
+    summary = influence.alpha_summary(_alpha_all(), "smoke")
+    assert list(summary.columns) == ["model", "profile", "T* (lower bound)", "lowest T with alpha-hat under 1",
+                                     "t_mix there if alpha-hat were alpha"]
+    assert summary.iloc[0].tolist() == ["a", "smoke", 2.5, 2.0, 123.4]
+    assert summary.iloc[1, :3].tolist() == ["b", "smoke", 7.0] and summary.iloc[1, 3:].isna().all()
+    text = influence.alpha_sentences(_alpha_all())
+    assert text == ("a: alpha-hat >= 1, so the true alpha >= 1 and the theorem does not apply, at T = 0.5; alpha-hat < 1 "
+                    "at T = 2, where the condition is not established; at T = 2 the theorem would imply t_mix <= 123 steps "
+                    "if alpha-hat were the supremum. b: alpha-hat >= 1, so the true alpha >= 1 and the theorem does not "
+                    "apply, at T = 0.5, 2.")
+
+
+def test_alpha_plot_draws_each_model_and_its_t_star():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    influence.plot_alpha(ax, _alpha_all())
+    data = [line for line in ax.lines if line.get_label() in ("a", "b")]
+    assert [list(line.get_ydata()) for line in data] == [[1.5, 0.4], [3.0, 1.2]]
+    assert sorted(line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == ":") == [2.5, 7.0]
+    plt.close(fig)
+
+
+def test_matrices_table_holds_every_off_diagonal_entry():
+    rng = np.random.default_rng(0)
+    alpha_ij, osc_ij = rng.random((2, 3, 3)), rng.random((3, 3))
+    table = influence.matrices_table({"m": _fit(alpha_ij, osc_ij, [0.5, 2.0])})
+    assert len(table) == 2 * 3 * 2 and not (table.i == table.j).any()
+    for row in table.itertuples():
+        k = [0.5, 2.0].index(row.temperature)
+        assert row.alpha_ij == alpha_ij[k, row.i, row.j] and row.osc_ij == osc_ij[row.i, row.j]
+
+
+def test_bounds_preprint_table_and_sentences():
+    fit = _fit(np.zeros((1, 2, 2)), [[0, 1.0], [0.5, 0]], [1.0])           # T* = max row sum / 2 = 0.5
+    drift = pd.DataFrame({"model": "m", "temperature": [0.5, 1.0], "min_drift": [0.01, -0.02],
+                          "median_drift": [0.05, 0.01], "fraction_positive": [1.0, 0.75]})
+    table = influence.preprint_table({"m": fit}, drift, "smoke")
+    assert table.iloc[1].tolist() == ["this run, profile 'smoke'", "m", "0.50 (T*-hat, a lower bound)",
+                                      "0.010 / 0.050 (T=0.5) and -0.020 / 0.010 (T=1)", "100% and 75%"]
+    text = influence.preprint_sentences({"m": fit}, drift, seq_len=12, profile="smoke")
+    assert text.startswith("In this run the drift is positive at every sampled boundary state in 1 of 2 (model, "
+                           "temperature) cases (sampled states at the one level N = k")
+    assert "None of the models of profile 'smoke' is BERT" in text and "on 12-token windows" in text
+    bert = influence.preprint_sentences({"bert-base-uncased": fit}, drift.iloc[1:], seq_len=12, profile="paper")
+    assert bert == "In this run the drift is positive at every sampled boundary state in 0 of 1 (model, temperature) cases."

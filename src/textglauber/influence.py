@@ -18,7 +18,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
+
+from . import corpus, margins, models, reported, vocabulary
 
 
 @dataclass
@@ -137,10 +140,121 @@ def experiment(scorer, passages: torch.Tensor, temperatures, *, n_contexts: int,
     bound on alpha, so alpha-hat < 1 does not establish the theorem's condition, and the t_mix
     column is what the theorem would give if alpha-hat were the supremum: a bound only when the
     estimate is exhaustive (``res.exhaustive``)."""
-    import pandas as pd
-
     pick = torch.randperm(len(passages), generator=gen)[:n_contexts]
     res = influence(scorer, passages[pick], temperatures, top_k=top_k, extra=extra, gen=gen)
     table = pd.DataFrame({"temperature": res.temperatures, "alpha (lower bound)": res.alpha,
                           "alpha-hat < 1": res.alpha < 1, "t_mix if alpha-hat were alpha": res.mixing_bound(eps)})
     return res, table
+
+
+# --------------------------------------------------------------------------- the bounds chapter
+def run_models(mlms: list[dict], *, seq_len: int, n_contexts: int, top_k: int, extra: int, temperatures, eps: float,
+               drift_k: int, drift_states: int, drift_temperatures, gen: torch.Generator, device="auto",
+               dtype="auto", on_missing_model: str = "skip"):
+    """The bounds chapter's protocol for each masked LM in turn: seed windows of its corpus,
+    influence estimates (:func:`experiment`), the drift of its ``drift_token`` planted ``drift_k``
+    times (:func:`margins.drift_table`) and the score gaps of the seed windows. A model that
+    cannot be had becomes a note (``on_missing_model="skip"``) or stops the run (``"fail"``).
+
+    Returns (InfluenceResult by model, alpha table, drift table, drift per state, gap table, model
+    descriptions, notes)."""
+    fits, alpha, drift, states, gaps, described, notes = {}, [], [], [], [], [], []
+    for spec in mlms:
+        opened = models.or_skip(on_missing_model, notes, spec["name"], models.open_mlm, spec, device=device,
+                                dtype=dtype)
+        if opened is None:
+            continue
+        lm, scorer = opened
+        passages = corpus.windows(lm.tokenizer, spec["corpus"], seq_len, max(50, n_contexts),
+                                  int(torch.randint(2**31 - 1, (1,), generator=gen)), vocab=scorer.vocab)
+        token = vocabulary.single_token(lm.tokenizer, spec["drift_token"])   # one token, or an error before compute
+        res, table = experiment(scorer, passages, temperatures, n_contexts=n_contexts, top_k=top_k,
+                                extra=extra, gen=gen, eps=eps)
+        fits[spec["name"]] = res
+        alpha.append(table.assign(model=spec["name"], t_star=res.t_star))
+        dt, per_state, _ = margins.drift_table(scorer, passages, token, drift_k, drift_states,
+                                               drift_temperatures, gen, tokenizer=lm.tokenizer)
+        drift.append(dt.assign(model=spec["name"], token=spec["drift_token"]))
+        states.append(per_state.assign(model=spec["name"]))
+        gaps.append({"model": spec["name"], **margins.gap_summary(scorer, passages)})
+        described.append({**lm.describe(), "corpus": spec["corpus"], "|A|": scorer.vocab.size})
+    return (fits, pd.concat(alpha, ignore_index=True), pd.concat(drift, ignore_index=True),
+            pd.concat(states, ignore_index=True), pd.DataFrame(gaps), described, notes)
+
+
+def plot_alpha(ax, alpha_all: pd.DataFrame) -> None:
+    """alpha-hat(T) per model on log axes, each model's T*-hat dotted, the line alpha = 1 dashed."""
+    for name, g in alpha_all.groupby("model", sort=False):
+        line, = ax.plot(g.temperature, g["alpha (lower bound)"], marker="o", label=name)
+        ax.axvline(g.t_star.iloc[0], color=line.get_color(), ls=":", lw=1)
+    ax.axhline(1.0, color="k", ls="--", lw=1)
+    ax.set_xscale("log"); ax.set_yscale("log")
+    ax.set_xlabel("temperature T"); ax.set_ylabel("alpha(T), lower bound")
+    ax.legend()
+
+
+def alpha_summary(alpha_all: pd.DataFrame, profile: str) -> pd.DataFrame:
+    """Per model: T*-hat, the lowest temperature of the grid with alpha-hat < 1 and the t_mix the
+    theorem would give there if alpha-hat were alpha (NaN where no temperature has it)."""
+    summary = alpha_all.groupby("model", sort=False).t_star.first().rename("T* (lower bound)").to_frame()
+    below = alpha_all[alpha_all["alpha-hat < 1"]].groupby("model", sort=False).first()
+    summary["lowest T with alpha-hat under 1"] = below.temperature
+    summary["t_mix there if alpha-hat were alpha"] = below["t_mix if alpha-hat were alpha"]
+    summary.insert(0, "profile", profile)
+    return summary.reset_index()
+
+
+def alpha_sentences(alpha_all: pd.DataFrame) -> str:
+    """Per model: where alpha-hat >= 1 rules the theorem out, and where alpha-hat < 1 leaves it open
+    with the t_mix it would give at the lowest such temperature."""
+    lines = []
+    for name, g in alpha_all.groupby("model", sort=False):
+        fails = g.temperature[~g["alpha-hat < 1"]]
+        open_ = g.temperature[g["alpha-hat < 1"]]
+        s = f"{name}: "
+        if len(fails):
+            s += (f"alpha-hat >= 1, so the true alpha >= 1 and the theorem does not apply, at T = "
+                  f"{', '.join(f'{t:g}' for t in fails)}")
+        if len(open_):
+            row = g[g["alpha-hat < 1"]].iloc[0]
+            s += ("; " if len(fails) else "") + (
+                f"alpha-hat < 1 at T = {', '.join(f'{t:g}' for t in open_)}, where the condition is not established; "
+                f"at T = {row.temperature:g} the theorem would imply t_mix <= {row['t_mix if alpha-hat were alpha']:.0f} "
+                "steps if alpha-hat were the supremum")
+        lines.append(s + ".")
+    return " ".join(lines)
+
+
+def preprint_table(fits: dict, drift_all: pd.DataFrame, profile: str) -> pd.DataFrame:
+    """The preprint's T* and drift beside this run's, one row per model."""
+    rows = [{"source": "preprint (arXiv 2605.16378)", "model": "BERT (14-token sentence)", "T*": "about 10x the empirical fast T",
+             "drift min / median": "0.042 / 0.080 and 0.024 / 0.066", "share D > 0": "200 / 200 at both T"}]
+    for name, res in fits.items():
+        d = drift_all[drift_all.model == name]
+        rows.append({"source": f"this run, profile '{profile}'", "model": name, "T*": f"{res.t_star:.2f} (T*-hat, a lower bound)",
+                     "drift min / median": " and ".join(f"{a:.3f} / {b:.3f} (T={t:g})" for a, b, t in
+                                                        zip(d.min_drift, d.median_drift, d.temperature)),
+                     "share D > 0": " and ".join(f"{f:.0%}" for f in d.fraction_positive)})
+    return pd.DataFrame(rows)
+
+
+def preprint_sentences(fits: dict, drift_all: pd.DataFrame, *, seq_len: int, profile: str) -> str:
+    """In how many (model, temperature) cases the drift is positive at every sampled state, and
+    whether the models are the preprint's."""
+    pos = drift_all[drift_all.fraction_positive == 1.0]
+    lines = [f"In this run the drift is positive at every sampled boundary state in {len(pos)} of {len(drift_all)} "
+             "(model, temperature) cases" + (" (sampled states at the one level N = k: support for slow escape, "
+                                             "not a proof of it)." if len(pos) else ".")]
+    if not any(m in reported.RECTANGLE_MEAN_R for m in fits):
+        lines.append(f"None of the models of profile '{profile}' is BERT: the numbers measure the same quantities on other "
+                     f"models, on {seq_len}-token windows (the preprint used one 14-token sentence); BERT-family values "
+                     "need the `paper` profile.")
+    return " ".join(lines)
+
+
+def matrices_table(fits: dict) -> pd.DataFrame:
+    """alpha_ij at every temperature and osc_ij of every model, one row per (model, T, i, j), i != j."""
+    return pd.DataFrame([{"model": m, "temperature": float(t), "i": i, "j": j, "alpha_ij": float(r.alpha_ij[k, i, j]),
+                          "osc_ij": float(r.osc_ij[i, j])}
+                         for m, r in fits.items() for k, t in enumerate(r.temperatures)
+                         for i in range(r.osc_ij.shape[0]) for j in range(r.osc_ij.shape[0]) if i != j])

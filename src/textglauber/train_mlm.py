@@ -309,6 +309,54 @@ def _write_json(path: Path, obj) -> None:
     _write_atomic(path, lambda p: p.write_text(json.dumps(obj, indent=2, default=str)))
 
 
+def _optimizer_step(model, opt, preset: Preset, lr: float, batch, tok, mask_gen: torch.Generator):
+    """One masked-LM optimiser step on the stream's next ``(cursor, pieces)``: returns the stream's
+    new cursor, the loss and the tokens the batch held."""
+    cursor, pieces = batch
+    for g in opt.param_groups:
+        g["lr"] = lr
+    ids, attn = collate(pieces, tok)
+    inputs, pos, tgt = mask_batch(ids, attn, tok, preset.mask_prob, len(tok), mask_gen)
+    loss = torch.nn.functional.cross_entropy(masked_logits(model, inputs, attn, pos), tgt)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return cursor, loss, int(attn.sum())
+
+
+def _save_checkpoint(model, data: Data, path: Path) -> dict:
+    """Save the model and tokenizer at ``path`` and return its held-out metrics."""
+    model.save_pretrained(path)
+    data.tok.save_pretrained(path)
+    return evaluate(model, data.eval_set, data.tok)
+
+
+def _progress(start: str, total: int, step: int):
+    """``(bar, report)``: a tqdm bar on a terminal, else plain lines for a log file (where a bar
+    would be carriage returns); the other one is None."""
+    if sys.stderr.isatty():
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, initial=step, unit="step", desc=start), None
+    return None, StepReport(start, total, step)
+
+
+def _resume(state_file: Path, model, opt, mask_gen: torch.Generator, data: Data) -> tuple:
+    """Restore a start's saved state into ``model``, ``opt``, ``mask_gen`` and torch's global
+    generator (dropout draws from it), or evaluate the untrained model for a fresh start. Returns
+    ``(step, tokens seen, stream cursor, initial metrics, checkpoints, seconds, CPU seconds, session)``."""
+    if not state_file.exists():
+        return 0, 0, (0, 0), evaluate(model, data.eval_set, data.tok), [], 0.0, 0.0, 1
+    st = torch.load(state_file, weights_only=False)
+    model.load_state_dict(st["model"])
+    opt.load_state_dict(st["optimizer"])
+    mask_gen.set_state(st["mask_gen"])
+    torch.set_rng_state(st["torch_rng"])
+    return (st["step"], st["tokens_seen"], tuple(st["cursor"]), st["initial"], st["checkpoints"], st["seconds"],
+            st["cpu_seconds"], st["sessions"] + 1)
+
+
 def train_start(start: str, preset: Preset, data: Data, out: Path, seed: int, progress: bool = False,
                 on_step: Callable[[str, int], None] | None = None, deadline: float | None = None) -> dict:
     """Train one start for ``preset.steps_of(start)`` steps in ``out/start``, resuming from its saved
@@ -328,17 +376,7 @@ def train_start(start: str, preset: Preset, data: Data, out: Path, seed: int, pr
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=preset.lr, weight_decay=0.01)
     mask_gen = torch.Generator().manual_seed(seed + 1)
-    if state_file.exists():
-        st = torch.load(state_file, weights_only=False)
-        model.load_state_dict(st["model"])
-        opt.load_state_dict(st["optimizer"])
-        mask_gen.set_state(st["mask_gen"])
-        torch.set_rng_state(st["torch_rng"])          # dropout draws from the global generator
-        step, seen, cursor, initial, ckpts = st["step"], st["tokens_seen"], tuple(st["cursor"]), st["initial"], st["checkpoints"]
-        seconds0, cpu0, sessions = st["seconds"], st["cpu_seconds"], st["sessions"] + 1
-    else:
-        initial = evaluate(model, data.eval_set, tok)
-        step, seen, cursor, ckpts, seconds0, cpu0, sessions = 0, 0, (0, 0), [], 0.0, 0.0, 1
+    step, seen, cursor, initial, ckpts, seconds0, cpu0, sessions = _resume(state_file, model, opt, mask_gen, data)
     stream = batches(data.train_pieces, preset.batch, seed, *cursor)
     t0, c0 = time.time(), time.process_time()
 
@@ -356,13 +394,7 @@ def train_start(start: str, preset: Preset, data: Data, out: Path, seed: int, pr
         _write_atomic(state_file, lambda p: torch.save(state, p))
         _write_json(folder / "progress.json", {"step": step, "total": total, "seconds": round(seconds(), 1)})
 
-    bar, report = None, None
-    if progress and sys.stderr.isatty():
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, initial=step, unit="step", desc=start)
-    elif progress:                        # a log file: plain lines, where a bar would be carriage returns
-        report = StepReport(start, total, step)
+    bar, report = _progress(start, total, step) if progress else (None, None)
     while step < total:
         if deadline is not None and time.time() > deadline:
             save_state()
@@ -370,18 +402,10 @@ def train_start(start: str, preset: Preset, data: Data, out: Path, seed: int, pr
                 f"training start {start!r} is at step {step} of {total} after the {preset.max_hours} h guard; "
                 f"this machine is far slower than the preset expects. The state is saved in {out}: run the same "
                 "command again to continue, or raise max_hours.")
-        for g in opt.param_groups:
-            g["lr"] = learning_rate(preset, step, total)
-        cursor, pieces = next(stream)
-        ids, attn = collate(pieces, tok)
-        inputs, pos, tgt = mask_batch(ids, attn, tok, preset.mask_prob, len(tok), mask_gen)
-        loss = torch.nn.functional.cross_entropy(masked_logits(model, inputs, attn, pos), tgt)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        cursor, loss, tokens = _optimizer_step(model, opt, preset, learning_rate(preset, step, total), next(stream),
+                                               tok, mask_gen)
         step += 1
-        seen += int(attn.sum())
+        seen += tokens
         if report is not None:
             report(step)
         if bar is not None:
@@ -389,11 +413,8 @@ def train_start(start: str, preset: Preset, data: Data, out: Path, seed: int, pr
             bar.set_postfix(loss=f"{float(loss.detach()):.3f}")
         if step in marks:
             k = marks.index(step) + 1
-            path = folder / f"ckpt-{k}"
-            model.save_pretrained(path)
-            tok.save_pretrained(path)
-            metrics = evaluate(model, data.eval_set, tok)
-            ckpts.append({"checkpoint": k, "path": str(path.relative_to(out)), "step": step, "tokens_seen": seen,
+            metrics = _save_checkpoint(model, data, folder / f"ckpt-{k}")
+            ckpts.append({"checkpoint": k, "path": f"{start}/ckpt-{k}", "step": step, "tokens_seen": seen,
                           "elapsed_s": round(seconds(), 1), "cpu_s": round(cpu_seconds(), 1),
                           "fraction": round(step / total, 4), "train_loss": float(loss.detach()), **metrics})
             if bar is not None:

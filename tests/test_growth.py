@@ -249,7 +249,7 @@ def test_reliable_and_reported_downgrade_with_the_reason():
     r.p_low, r.p_high = 1.1, 1.3                           # (no 'none of the three')
     assert r.verdict() == "n log n" and r.reported(check) == "cannot tell" and r.reported(None) == "n log n"
     s = r.sentence(check)
-    assert s.startswith("cannot tell at this design: the medians point to a n log n law")
+    assert s.startswith("cannot tell at this design: the medians point to an n log n law")
     assert "n log n (strong) for a true n^1.5 in 12 of 50 replicates" in s and "95% interval 1.10 to 1.30" in s
     assert not s.endswith(".")
     assert r.reported(_fake_check()) == "n log n" and not r.sentence(_fake_check()).startswith("cannot tell")

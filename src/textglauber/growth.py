@@ -234,15 +234,15 @@ class LawComparison:
         if v == NONE:
             slower = self.outside() == "slower"
             return (f"none of the three laws: the {p} lies {'below 1' if slower else 'above 2'}, so the medians grow "
-                    f"{'more slowly than n' if slower else 'faster than n^2'}; of the three, a {self.best} law misses "
+                    f"{'more slowly than n' if slower else 'faster than n^2'}; of the three, an {self.best} law misses "
                     f"them least ({self.best_model}, goodness of fit p = {self.gof_p:.1g})")
         if v == CANNOT and self.margin < 0:
             return (f"cannot tell: a power law fits the medians better than any of the three laws (AIC margin "
-                    f"{-self.margin:.1f} over the nearest, a {self.best} law as {self.best_model}); {p}; {self.reason}")
+                    f"{-self.margin:.1f} over the nearest, an {self.best} law as {self.best_model}); {p}; {self.reason}")
         if v == CANNOT:
-            return (f"cannot tell: a {self.best} law ({self.best_model}) is ahead of {self.runner_up} by only "
+            return (f"cannot tell: an {self.best} law ({self.best_model}) is ahead of {self.runner_up} by only "
                     f"{self.margin:.1f} in AIC (less than {MODERATE:g}); {p}; {self.reason}")
-        claim = (f"a {self.best} law ({self.best_model}), {self.support} support (AIC margin {self.margin:.1f} over "
+        claim = (f"an {self.best} law ({self.best_model}), {self.support} support (AIC margin {self.margin:.1f} over "
                  f"{self.runner_up})")
         if check is not None and self.reported(check) == CANNOT:
             truth, count, reps = worst_false(check, v, strong=self.support == "strong")

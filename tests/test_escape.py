@@ -1,0 +1,156 @@
+"""Escape from perfect traps (chapter 5's Arrhenius section): the jump engine's escape times against
+exact exit times of enumerated chains, an engine run at the wrong temperature caught by the same
+check, the Arrhenius fit on synthetic data with a known slope and on data it was not made for."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from textglauber import escape, exact, trapsearch
+
+
+@pytest.fixture(scope="module")
+def enumerated(small_scorer):
+    """The tiny MLM on three tokens at n = 4 (81 states), tabulated, with its argmax fixed points."""
+    table = exact.TabulatedScorer(small_scorer, 4)
+    return table
+
+
+def _chain(table, T):
+    return exact.glauber_kernel(table, table.n, T)
+
+
+def _deepest(chain):
+    return int(exact.deepest_traps(chain.kernel, 1)[0])
+
+
+CASES = [(1, 0.5), (1, 0.05), (1, 0.02), (2, 1.0), (2, 1.5), (3, 2.0)]   # each k >= 2 case: under 40 moves a chain
+LEVEL = 1 - 0.05 / len(CASES)            # Bonferroni: the family misses nowhere with probability >= 0.95
+
+
+@pytest.mark.parametrize("k,T", CASES)
+def test_escape_times_match_the_exact_exit_time(enumerated, k, T):
+    """Mean escape time out of the Hamming ball of radius k around the deepest state, from 400
+    chains of the jump engine, against exact.exit_time on the same basin. At T = 0.05 the state
+    holds 1.5e7 steps; at T = 0.02, 1e17, and its P(x, x) is 1.0 in float64, so 1 - P(x, x) would
+    say it never leaves."""
+    chain = _chain(enumerated, T)
+    x = _deepest(chain)
+    if T <= 0.02:
+        assert chain.kernel[x, x] == 1.0                     # the trap that a subtraction would lose
+    case = escape.check_against_exact(enumerated, chain, x, k, T, chains=400, seed=7, level=LEVEL)
+    assert case["censored"] == 0
+    assert case["inside"], case
+    assert case["exact mean"] > 1e16 or T > 0.02             # deep where the float64 diagonal is 1
+
+
+def test_a_wrong_engine_is_caught(enumerated):
+    """The same check fails for chains whose holding times come from the wrong temperature (run at
+    1.3 T and compared with the exact time at T), at each distance."""
+    for k, T in [(1, 0.5), (2, 1.5)]:
+        chain = _chain(enumerated, T)
+        x = _deepest(chain)
+        want = escape.exact_escape(chain, x, k)["mean"]
+        run = escape.escape_times(enumerated, torch.as_tensor(chain.states[x]), k, 1.3 * T, 400, math.inf, seed=7)
+        got = escape.summarize(*run.at(k), n_boot=2000, level=LEVEL)
+        assert not got["mean_low"] <= want <= got["mean_high"], (k, want, got)
+
+
+def test_k1_is_the_one_state_holding_time(small_scorer):
+    """holding_times (n rows of a state) equals trapsearch.holding_steps (the exact conditionals),
+    and the first escape (k = 1) of many chains has that mean; temperatures_for inverts it."""
+    x = trapsearch.perfect_trap(small_scorer, small_scorer.vocab.ids[torch.tensor([[0, 1, 2, 0, 1]])])[0]
+    rows = escape.site_scores(small_scorer, x)
+    Ts = [0.3, 0.6, 1.0]
+    h = escape.holding_times(rows, x, small_scorer.vocab, Ts)
+    want = np.concatenate([trapsearch.holding_steps(small_scorer, x[None], T) for T in Ts])
+    assert np.allclose(h, want, rtol=1e-9)
+    back = escape.temperatures_for(rows, x, small_scorer.vocab, h)
+    assert np.allclose(back, Ts, rtol=1e-6)
+    run = escape.escape_times(small_scorer, x, 1, 0.6, 3000, math.inf, seed=3)
+    t, c = run.at(1)
+    assert not c.any()
+    assert abs(t.mean() / h[1] - 1) < 4 / math.sqrt(3000)
+
+
+def test_margin_is_the_smallest_score_gap(small_scorer):
+    from textglauber import margins
+
+    x = trapsearch.perfect_trap(small_scorer, small_scorer.vocab.ids[torch.tensor([[2, 1, 0, 0]])])[0]
+    rows = escape.site_scores(small_scorer, x)
+    assert escape.margin(rows, x, small_scorer.vocab) == pytest.approx(margins.score_gaps(small_scorer, x[None]).min(),
+                                                                       rel=1e-5)
+
+
+def test_passages_are_recorded_at_every_distance_and_the_row_memo_changes_no_draw(small_scorer):
+    """The first passage to distance j comes no later than that to j + 1; a chain stopped by the
+    move budget is censored at the step of its last move; a RowMemo gives the same times and asks
+    the model for fewer rows across temperatures."""
+    x = trapsearch.perfect_trap(small_scorer, small_scorer.vocab.ids[torch.tensor([[0, 1, 2, 0, 1, 2]])])[0]
+    memo = escape.RowMemo(small_scorer)
+    runs = [escape.escape_times(memo, x, 3, T, 20, 1e9, seed=1, max_jumps=50) for T in (0.4, 0.6)]
+    plain = escape.escape_times(small_scorer, x, 3, 0.6, 20, 1e9, seed=1, max_jumps=50)
+    assert np.array_equal(runs[1].times, plain.times) and np.array_equal(runs[1].censored, plain.censored)
+    assert memo.rows < sum(r.rows for r in runs)
+    for r in runs:
+        done = ~r.censored
+        assert (np.diff(np.where(done, r.times, np.inf), axis=1) >= 0).all()
+        assert (done[:, 1:] <= done[:, :-1]).all()            # reaching j + 1 means reaching j
+        assert (r.moves <= 50).all()
+
+
+def test_km_restricted_mean():
+    t = np.array([3.0, 1.0, 7.0, 5.0])
+    assert escape.km_restricted_mean(t, np.ones(4, bool)) == pytest.approx(4.0)
+    # censored at 7: a lower bound of the mean, the area under the curve up to 7
+    assert escape.km_restricted_mean(t, np.array([1, 1, 0, 1], bool)) == pytest.approx(4.0)
+    assert escape.km_restricted_mean([2.0, 2.0], [False, False]) == pytest.approx(2.0)
+
+
+def _synthetic(log_tau, temperatures, chains=60, seed=0):
+    rng = np.random.default_rng(seed)
+    return [(rng.exponential(math.exp(log_tau(T)), chains), np.zeros(chains, bool)) for T in temperatures]
+
+
+def test_arrhenius_recovers_a_known_slope_over_many_decades():
+    """Exponential escape times with mean exp(4 / T + 1) at 6 temperatures (medians from about 10^3
+    to 10^10): the slope's interval holds 4, and the line is not rejected."""
+    Ts = 4 / np.linspace(6, 22, 6)
+    fit = escape.arrhenius(Ts, _synthetic(lambda T: 4 / T + 1, Ts), n_boot=500)
+    assert fit.slope_low <= 4 <= fit.slope_high and fit.slope_high - fit.slope_low < 0.5
+    assert fit.span_decades > 6 and fit.holds()
+
+
+def test_arrhenius_rejects_a_curved_law():
+    """Data it was not made for: log tau = (1/T)^2 / 3 curves in 1/T; the goodness of fit fails."""
+    Ts = 1 / np.linspace(1.5, 7, 6)
+    fit = escape.arrhenius(Ts, _synthetic(lambda T: (1 / T) ** 2 / 3, Ts), n_boot=500)
+    assert not fit.holds()
+
+
+def test_censored_medians_are_left_out_of_the_fit():
+    Ts = [0.5, 0.4, 0.3]
+    cells = _synthetic(lambda T: 2 / T, Ts)
+    cells[2] = (np.full(60, 1e3), np.ones(60, bool))
+    fit = escape.arrhenius(Ts, cells, n_boot=200)
+    assert fit.temperatures == 2
+
+
+def test_bad_escape_distance():
+    with pytest.raises(ValueError, match="k = 0"):
+        escape.escape_times(None, torch.tensor([1, 2, 3]), 0, 1.0, 2, 10, 0)
+
+
+def test_km_medians_agree_with_growth_km_median():
+    """The vectorized medians against growth.km_median's loop, on censored data with ties."""
+    from textglauber.growth import km_median
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        m = int(rng.integers(1, 12))
+        t = rng.integers(1, 6, m).astype(float)
+        e = rng.random(m) < 0.7
+        want = km_median(t, e)
+        got = escape.km_medians(t[None], e[None])[0]
+        assert (math.isnan(want) and got == math.inf) or got == want, (t, e, want, got)

@@ -164,6 +164,12 @@ CASES = [
      "chapter 'ground_truth': models_[0].n = 10: must keep len(tokens)^n = 3^10 within 20000 enumerated states"),
     ("ks", "ground_truth", "ising_separation", {"clique": 5, "free": 1, "coupling": 1.0, "field": 0.05, "ks": [1, 7]},
      "chapter 'ground_truth': ising_separation.ks[1] = 7: must be at most clique + free = 6"),
+    ("escape-k", "traps", "escape", {"models": [{"name": "tiny-mlm"}], "seq_len": 8, "traps": 3, "chains": 30, "distances": [1, 9], "holding_decades": [3.0, 9.0], "temperatures": 5, "horizon": 1.0e+12, "max_moves": 200, "exact_models": [{"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 4}], "exact_temperatures": [0.5], "exact_distances": [1], "exact_chains": 400, "exact_max_moves": 60},
+     "chapter 'traps': escape.distances[1] = 9: must be at most escape.seq_len = 8"),
+    ("escape-decades", "traps", "escape", {"models": [{"name": "tiny-mlm"}], "seq_len": 8, "traps": 3, "chains": 30, "distances": [1, 2], "holding_decades": [9.0, 3.0], "temperatures": 5, "horizon": 1.0e+12, "max_moves": 200, "exact_models": [{"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 4}], "exact_temperatures": [0.5], "exact_distances": [1], "exact_chains": 400, "exact_max_moves": 60},
+     "chapter 'traps': escape.holding_decades = [9.0, 3.0]: must be two numbers [low, high] with low < high"),
+    ("escape-states", "traps", "escape", {"models": [{"name": "tiny-mlm"}], "seq_len": 8, "traps": 3, "chains": 30, "distances": [1, 2], "holding_decades": [3.0, 9.0], "temperatures": 5, "horizon": 1.0e+12, "max_moves": 200, "exact_models": [{"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 12}], "exact_temperatures": [0.5], "exact_distances": [1], "exact_chains": 400, "exact_max_moves": 60},
+     "chapter 'traps': escape.exact_models[0].n = 12: must keep len(tokens)^n = 3^12 within 20000 enumerated states"),
     ("tokens-distinct", "ground_truth", "models_", [{"name": "tiny-mlm", "tokens": ["the", "the"], "n": 4}],
      "chapter 'ground_truth': models_[0].tokens = ['the', 'the']: must be a list of at least 2 distinct tokens "
      "('the' appears twice)"),

@@ -154,3 +154,35 @@ def test_km_medians_agree_with_growth_km_median():
         want = km_median(t, e)
         got = escape.km_medians(t[None], e[None])[0]
         assert (math.isnan(want) and got == math.inf) or got == want, (t, e, want, got)
+
+
+def test_the_section_protocol_sets_each_traps_holding_times_and_counts_its_cost(full_scorer):
+    """measure_model on the tiny MLM: each trap's temperatures put its exact holding time (checked
+    by trapsearch.holding_steps, whose rows come from other batches: float32 scores differ in the last digits,
+    and 1/T amplifies that to about 1e-3 in the holding time) at the log-spaced targets; every cell reports its rows and moves."""
+    from textglauber import arrhenius
+
+    p = {"seq_len": 6, "traps": 2, "chains": 6, "distances": [1, 2], "holding_decades": [2.0, 4.0],
+         "temperatures": 3, "horizon": 1e8, "max_moves": 30}
+    cells, fits = arrhenius.measure_model(full_scorer, "tiny", p, torch.Generator().manual_seed(0), str)
+    assert len(fits) == 2 * cells.trap.nunique() and len(cells) == 3 * len(fits)
+    for (j, T), g in cells.groupby(["trap", "temperature"]):
+        x = torch.tensor(eval(g.text.iloc[0].replace("tensor", "")))
+        assert trapsearch.holding_steps(full_scorer, x[None], T)[0] == pytest.approx(g["one-state holding time"].iloc[0],
+                                                                                   rel=5e-3)
+    assert sorted(np.round(np.log10(cells[cells.trap == 0]["one-state holding time"].unique()), 6)) == [2, 3, 4]
+    assert (cells.moves > 0).all() and cells["rows scored"].sum() > 0
+
+
+def test_headline_counts_by_hand():
+    from textglauber import arrhenius
+    import pandas as pd
+
+    cells = pd.DataFrame({"model": ["a"] * 4, "trap": [0, 0, 1, 1], "median": [10.0, 1e7, np.inf, 100.0]})
+    fits = pd.DataFrame({"k": [1, 2, 1, 2], "slope": [2.0, np.nan, 3.0, 8.0], "margin": [2.0, 2.0, 2.5, 2.0],
+                         "fit p": [0.5, np.nan, 0.001, 0.2], "line holds": [True, False, False, True]})
+    h = arrhenius.headline(cells, fits)
+    assert (h["finite"], h["lowest"], h["highest"], h["tested"], h["holds"]) == (3, 10.0, 1e7, 3, 2)
+    assert h["k1_ratio"] == [1.0, 1.2] and h["deeper_ratio"] == [4.0, 4.0] and h["deeper_unfitted"] == 1
+    words = arrhenius.summary(h)
+    assert "6.0 orders of magnitude" in words and "in 2 of the 3 fits" in words and "1 of 2 fits at k > 1" in words

@@ -26,6 +26,7 @@ One module per concept of the preprint (chapter)
 - ``semantics``, ``coupling``, ``growth``, ``crossover`` (3)   hitting and coupling times, growth laws
 - ``topics`` (4)                                      topic scores and recurrent basins
 - ``traps``, ``trapsearch`` (5)                       metastable windows; states a chain is slow to leave
+- ``escape``, ``arrhenius`` (5)                       escape times from perfect traps by jumps; their Arrhenius section
 - ``exact``, ``groundtruth``, ``ising`` (6)           exact chains by enumeration, diagnostics beside them, Li et al.'s Ising
 - ``train_mlm``, ``standins``                         the offline English MLM; the paper profile's local stand-ins
 """

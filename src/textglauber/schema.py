@@ -366,6 +366,40 @@ class Crossover(Chapter):
         return self
 
 
+class Escape(Closed):
+    """Chapter 5's escape section (:mod:`textglauber.arrhenius`)."""
+    noun: ClassVar[str] = "a key of escape"
+    models: ListOf(ModelSpec, "model entries {name, ...}")
+    seq_len: Int(ge=2)
+    traps: PosInt
+    chains: Int(ge=2)
+    distances: ListOf(PosInt, "integers >= 1", distinct=True)
+    holding_decades: ListOf(Num(ge=0, le=15), "two numbers in [0, 15], the first smaller", min_length=2)
+    temperatures: Int(ge=2)
+    horizon: Num(ge=1)
+    max_moves: PosInt
+    exact_models: ListOf(ExactModel, "model entries {name, tokens, n}")
+    exact_temperatures: Temperatures
+    exact_distances: ListOf(PosInt, "integers >= 1", distinct=True)
+    exact_chains: Int(ge=2)
+    exact_max_moves: PosNum
+
+    @model_validator(mode="after")
+    def _relations(self):
+        lo_hi = self.holding_decades
+        if len(lo_hi) != 2 or lo_hi[0] >= lo_hi[1]:
+            raise relation("holding_decades", lo_hi, "must be two numbers [low, high] with low < high "
+                                                            "(decades of the one-state holding time)")
+        for k, d in enumerate(self.distances):
+            if d > self.seq_len:
+                raise relation(f"distances[{k}]", d, f"must be at most escape.seq_len = {self.seq_len}")
+        for k, m in enumerate(self.exact_models):
+            if len(m.tokens) ** m.n > MAX_STATES:
+                raise relation(f"exact_models[{k}].n", m.n, f"must keep len(tokens)^n = {len(m.tokens)}^{m.n} "
+                                                                   f"within {MAX_STATES} enumerated states")
+        return self
+
+
 class Traps(Chapter):
     model: EmbeddedModel
     seq_len: PosInt
@@ -376,6 +410,7 @@ class Traps(Chapter):
     window: PosInt
     threshold: PosNum
     checkpoint_every: PosInt
+    escape: Escape
 
     @model_validator(mode="after")
     def _relations(self):

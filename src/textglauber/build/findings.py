@@ -258,7 +258,7 @@ def traps(folder: Path, root: Path, profile: str) -> str:
            f"{int(p['steps']):,} steps")
     cat = _table(folder, "traps")
     if cat is None or not len(cat):
-        return f"{run}: no trap."
+        return f"{run}: no trap." + _escape(folder)
     from ..traps import vacuous
 
     perfect = int((cat.type == "perfect").sum())
@@ -273,7 +273,18 @@ def traps(folder: Path, root: Path, profile: str) -> str:
     if of:
         text += (f". The margin bound is vacuous (an escape time below one step) for {vac} of the {of} perfect "
                  "traps; approximate traps have no margin, so no bound")
-    return text + "."
+    return text + "." + _escape(folder)
+
+
+def _escape(folder: Path) -> str:
+    """The escape section's words (:func:`textglauber.arrhenius.summary`, as the chapter prints them)."""
+    cells, fits = _table(folder, "escape_cells"), _table(folder, "escape_fits")
+    if cells is None or fits is None or not len(cells):
+        return ""
+    from ..arrhenius import headline, summary
+
+    h = headline(cells, fits)
+    return f" Escape by jumps ({_e(', '.join(h['models']))}): " + _e(summary(h))
 
 
 def traps_preprint() -> str:

@@ -1,0 +1,199 @@
+"""Chapter 5's Arrhenius section: escape times from perfect traps of each model over temperatures
+spanning many orders of magnitude, an Arrhenius fit per trap and escape distance, set beside the
+trap's score margin, and the exactness check on enumerated chains (the measurements themselves are
+:mod:`textglauber.escape`'s)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import escape, exact, trapsearch
+
+
+def find_traps(scorer, n: int, count: int, gen: torch.Generator, batches: int = 4) -> list[torch.Tensor]:
+    """Up to ``count`` distinct perfect traps (argmax fixed points) of length n, in the order coordinate
+    ascent reached them from random starts drawn from ``gen`` (2 x count starts a batch)."""
+    found: dict[tuple, None] = {}
+    for _ in range(batches):
+        starts = scorer.vocab.ids[torch.randint(scorer.vocab.size, (2 * count, n), generator=gen)]
+        try:
+            fixed = trapsearch.perfect_trap(scorer, starts)
+        except RuntimeError:
+            continue
+        found.update(dict.fromkeys(tuple(r) for r in fixed.tolist()))
+        if len(found) >= count:
+            break
+    return [torch.tensor(t) for t in list(found)[:count]]
+
+
+def _seed(gen: torch.Generator) -> int:
+    return int(torch.randint(2**31 - 1, (1,), generator=gen))
+
+
+def _cell_rows(model, j, text, delta, T, hold, run, distances, new_rows) -> list[dict]:
+    steps = float(np.nanmax(run.times, 1).sum())        # steps simulated: each chain to its stop
+    out = []
+    for k in distances:
+        s = escape.summarize(*run.at(k), n_boot=500)
+        out.append({"model": model, "trap": j, "text": text, "margin": delta, "temperature": float(T),
+                    "k": int(k), "one-state holding time": float(hold), **s, "moves": int(run.moves.sum()),
+                    "rows scored": int(new_rows), "rows asked": int(run.rows), "distinct states": run.distinct_states,
+                    "steps simulated": steps, "rows per step": new_rows / steps if steps else math.nan})
+    return out
+
+
+def _fit_row(model, j, delta, Ts, holds, runs, k) -> dict:
+    fit = escape.arrhenius(Ts, [r.at(k) for r in runs], n_boot=500)
+    one_state = np.polyfit(1 / np.asarray(Ts), np.log(holds), 1)[0]
+    return {"model": model, "trap": j, "k": int(k), "margin": delta, "slope": fit.slope, "slope_low": fit.slope_low,
+            "slope_high": fit.slope_high, "one-state slope": float(one_state), "temperatures fitted": fit.temperatures,
+            "span (decades)": fit.span_decades, "fit p": fit.chi2_p, "line holds": fit.holds()}
+
+
+def measure_model(scorer, model: str, p: dict, gen: torch.Generator, decode) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One model's cells (a row per trap, temperature and distance) and fits (a row per trap and
+    distance). Each trap's temperatures put its exact one-state holding time at ``temperatures``
+    log-spaced values over 10^holding_decades; every cell runs ``chains`` chains to distance
+    max(distances), the horizon or ``max_moves`` moves. Rows are shared across the cells of a model
+    (:class:`textglauber.escape.RowMemo`)."""
+    memo, ks = escape.RowMemo(scorer), sorted(p["distances"])
+    cells, fits = [], []
+    for j, x in enumerate(find_traps(memo, p["seq_len"], p["traps"], gen)):
+        rows = escape.site_scores(memo, x)
+        delta = escape.margin(rows, x, scorer.vocab)
+        Ts = escape.temperatures_for(rows, x, scorer.vocab, np.logspace(*p["holding_decades"], p["temperatures"]))
+        holds = escape.holding_times(rows, x, scorer.vocab, Ts)
+        runs = []
+        for T, hold in zip(Ts, holds):
+            before = memo.rows
+            runs.append(escape.escape_times(memo, x, ks[-1], T, p["chains"], p["horizon"], _seed(gen),
+                                            max_jumps=p["max_moves"]))
+            cells += _cell_rows(model, j, decode(x), delta, T, hold, runs[-1], ks, memo.rows - before)
+        fits += [_fit_row(model, j, delta, Ts, holds, runs, k) for k in ks]
+    return pd.DataFrame(cells), pd.DataFrame(fits)
+
+
+def exactness(tables: list[tuple[str, object]], p: dict, gen: torch.Generator) -> pd.DataFrame:
+    """The exactness cases (:func:`exact_cases`) of each enumerated model ``(name, TabulatedScorer)``,
+    each run and compared with its exact mean at one Bonferroni level: 95% for the family."""
+    cases = [(name, case) for name, tab in tables for case in exact_cases(tab, p)]
+    level = 1 - 0.05 / max(1, len(cases))
+    rows = []
+    for name, (T, x, k, chain) in cases:
+        tab = dict(tables)[name]
+        rows.append({"model": name, **escape.check_against_exact(tab, chain, x, k, T, p["exact_chains"], _seed(gen),
+                                                                 level, max_jumps=20 * p["exact_max_moves"])})
+    return pd.DataFrame(rows)
+
+
+def exact_cases(table_scorer, p: dict):
+    """(T, deepest state, k, chain) for each exact temperature and distance whose exact expected
+    number of moves is at most ``exact_max_moves`` (more would make the check a long simulation)."""
+    for T in p["exact_temperatures"]:
+        chain = exact.glauber_kernel(table_scorer, table_scorer.n, T)
+        x = int(exact.deepest_traps(chain.kernel, 1)[0])
+        for k in p["exact_distances"]:
+            if k <= table_scorer.n and escape.exact_escape(chain, x, k)["moves"] <= p["exact_max_moves"]:
+                yield T, x, k, chain
+
+
+# ----------------------------------------------------------------------------- the page
+def plot(axes, cells: pd.DataFrame, fits: pd.DataFrame) -> None:
+    """Per model, log10 of the median escape time against 1/T: a colour per trap, a marker per
+    distance k, the fitted line where there is one; a median the chains never reached is drawn as
+    an open triangle at the longest time simulated (a lower bound)."""
+    markers = dict(zip(sorted(cells.k.unique()), "os^Dv"))
+    for ax, (model, c) in zip(axes, cells.groupby("model", sort=False)):
+        for (j, k), g in c.groupby(["trap", "k"]):
+            colour = f"C{j % 10}"
+            fin = np.isfinite(g["median"])
+            ax.plot(1 / g.temperature[fin], np.log10(g["median"][fin]), markers[k], color=colour,
+                    label=f"trap {j}, k = {k}")
+            ax.plot(1 / g.temperature[~fin], np.log10(g["steps simulated"][~fin] / g.chains[~fin]), "^",
+                    mfc="none", color=colour)
+            f = fits[(fits.model == model) & (fits.trap == j) & (fits.k == k)]
+            if len(f) and np.isfinite(f.slope.iloc[0]):
+                x = 1 / g.temperature[fin]
+                ax.plot(x, (f.slope.iloc[0] * x + np.log(g["median"][fin]).mean()
+                            - f.slope.iloc[0] * x.mean()) / math.log(10), "-", color=colour, lw=0.8)
+        ax.set(title=model, xlabel="1 / T", ylabel="log10 median escape time (steps)")
+        ax.legend(fontsize=7, ncol=2)
+
+
+def fit_table(fits: pd.DataFrame) -> pd.DataFrame:
+    """The per-trap table of the page: margin, fitted slope with its interval, the one-state slope."""
+    t = fits.copy()
+    t["slope (95% interval)"] = [f"{s:.2f} [{lo:.2f}, {hi:.2f}]" if np.isfinite(s) else "too few medians"
+                                 for s, lo, hi in zip(t.slope, t.slope_low, t.slope_high)]
+    t["slope / margin"] = t.slope / t.margin
+    return t[["model", "trap", "k", "margin", "slope (95% interval)", "slope / margin", "one-state slope",
+              "temperatures fitted", "span (decades)", "fit p", "line holds"]]
+
+
+def _ratio_range(f: pd.DataFrame) -> list[float]:
+    r = (f.slope / f.margin).replace([np.inf, -np.inf], np.nan).dropna()
+    return [float(r.min()), float(r.max())] if len(r) else []
+
+
+def headline(cells: pd.DataFrame, fits: pd.DataFrame) -> dict:
+    """The counts the page's summary and the findings line both state."""
+    fin = cells[np.isfinite(cells["median"])]
+    f = fits[np.isfinite(fits.slope)]
+    deeper = fits[fits.k > 1]
+    return {"models": list(dict.fromkeys(cells.model)), "traps": int(cells.groupby("model").trap.nunique().sum()),
+            "cells": len(cells), "finite": len(fin),
+            "lowest": float(fin["median"].min()) if len(fin) else math.nan,
+            "highest": float(fin["median"].max()) if len(fin) else math.nan,
+            "tested": int(f["fit p"].notna().sum()), "holds": int(f["line holds"].sum()),
+            "k1_ratio": _ratio_range(f[f.k == 1]), "deeper_ratio": _ratio_range(f[f.k > 1]),
+            "deeper_unfitted": int((~np.isfinite(deeper.slope)).sum()), "deeper": len(deeper)}
+
+
+def summary(h: dict) -> str:
+    """The section's findings in words, from :func:`headline` (true on any profile); the findings
+    page prints the same words."""
+    if not h["finite"]:
+        return "No cell's chains reached their median escape within the horizon and move budget."
+    parts = [f"Median escape times from {h['traps']} perfect traps run from {h['lowest']:.3g} to {h['highest']:.3g} "
+             f"steps ({math.log10(h['highest'] / h['lowest']):.1f} orders of magnitude) over the {h['finite']} of "
+             f"{h['cells']} cells whose chains reached their median"]
+    parts.append(f"a straight line in 1/T (the Arrhenius law) is consistent with the medians (goodness of fit "
+                 f"p >= 0.01) in {h['holds']} of the {h['tested']} fits with three temperatures or more")
+    if h["k1_ratio"]:
+        lo, hi = h["k1_ratio"]
+        parts.append(f"for leaving the trap itself (k = 1) the fitted slope is {lo:.2f} to {hi:.2f} times the margin")
+    if h["deeper_ratio"]:
+        lo, hi = h["deeper_ratio"]
+        parts.append(f"for leaving its Hamming ball (k > 1), {lo:.2f} to {hi:.2f} times")
+    if h["deeper_unfitted"]:
+        parts.append(f"{h['deeper_unfitted']} of {h['deeper']} fits at k > 1 have fewer than two medians reached: "
+                     "there the chains kept returning to the trap past the move budget, so those escape times are "
+                     "lower bounds only")
+    return "; ".join(parts) + "."
+
+
+def exact_sentence(ex: pd.DataFrame) -> str:
+    """The exactness check in words: how many cases fall inside their interval, at which level."""
+    if not len(ex):
+        return ("No exactness case ran: every enumerated case needed more expected moves than the "
+                "profile allows.")
+    deep = int((ex["exact mean"] > 2 ** 53).sum())
+    text = (f"{int(ex.inside.sum())} of {len(ex)} cases have the exact mean inside the interval of the simulated mean "
+            f"(each at level {ex.level.iloc[0]:.4f}, so 95% for all {len(ex)} together), over exact means from "
+            f"{ex['exact mean'].min():.3g} to {ex['exact mean'].max():.3g} steps")
+    if deep:
+        text += (f"; in {deep} of them the exact mean exceeds 2^53 steps, where 1 - P(x, x) computed by subtraction "
+                 "loses every digit")
+    return text + "."
+
+
+def cost_sentence(cells: pd.DataFrame, seconds: float) -> str:
+    """What the section's cells cost, counted (rows, moves, states), and its wall time (information)."""
+    one = cells.drop_duplicates(["model", "trap", "temperature"])
+    return (f"The cells simulated {one['steps simulated'].sum():.3g} chain steps with {int(one.moves.sum()):,} moves; "
+            f"the models scored {int(one['rows scored'].sum()):,} rows for them ({one['rows scored'].sum() / one['steps simulated'].sum():.2g} "
+            f"rows per simulated step; at most {int(one['distinct states'].max()):,} distinct states in one cell). "
+            f"The section took {seconds / 60:.1f} min on this machine (information only: nothing depends on it).")

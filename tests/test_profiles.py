@@ -7,7 +7,7 @@ from textglauber import params as P
 
 SIZE_KEYS = {"n_rectangles", "n_grids", "n_contexts", "top_k", "extra", "drift_states", "trials", "steps", "pairs",
              "budget", "sweeps", "budget_sweeps", "reference_sweeps", "fast_within", "power_replicates", "fixed_t", "chains", "checkpoint_every", "seeds_per_topic", "chains_per_seed", "prefix_chains", "rectangles",
-             "replicates", "sample_size", "null_chains"}
+             "replicates", "sample_size", "null_chains", "traps", "temperatures", "max_moves", "exact_chains"}
 
 
 def _strings(value):
@@ -39,7 +39,7 @@ def test_standin_is_paper_with_names_and_counts_only():
                 assert set(size) <= SIZE_KEYS, (ch, key)
                 assert all(b[key][k] <= a[key][k] for k in size), (ch, key)
                 assert {k: v for k, v in b[key].items() if k not in size} == \
-                    {k: v for k, v in a[key].items() if k not in size}, (ch, key)
+                    {k: P._renamed(v, replace) for k, v in a[key].items() if k not in size}, (ch, key)
             elif size is not None:
                 assert key in SIZE_KEYS, (ch, key)
                 assert b[key] <= a[key], (ch, key)          # scaled down, never up

@@ -196,7 +196,8 @@ def cost_sentence(cells: pd.DataFrame, seconds: float) -> str:
     return (f"The cells simulated {one['steps simulated'].sum():.3g} chain steps with {int(one.moves.sum()):,} moves; "
             f"the models scored {int(one['rows scored'].sum()):,} rows for them ({one['rows scored'].sum() / one['steps simulated'].sum():.2g} "
             f"rows per simulated step; at most {int(one['distinct states'].max()):,} distinct states in one cell). "
-            f"The section took {seconds / 60:.1f} min on this machine (information only: nothing depends on it).")
+            f"The section took {seconds / 60:.1f} min ({seconds:.0f} s) on this machine (information only: nothing "
+            "depends on it).")
 
 
 def preprint_sentence(cells: pd.DataFrame) -> str:

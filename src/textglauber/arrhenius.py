@@ -79,25 +79,27 @@ def measure_model(scorer, model: str, p: dict, gen: torch.Generator, decode) -> 
 def exactness(tables: list[tuple[str, object]], p: dict, gen: torch.Generator) -> pd.DataFrame:
     """The exactness cases (:func:`exact_cases`) of each enumerated model ``(name, TabulatedScorer)``,
     each run and compared with its exact mean at one Bonferroni level: 95% for the family."""
-    cases = [(name, case) for name, tab in tables for case in exact_cases(tab, p)]
+    cases = [(name, tab, case) for name, tab in tables for case in exact_cases(tab, p)]
     level = 1 - 0.05 / max(1, len(cases))
     rows = []
-    for name, (T, x, k, chain) in cases:
-        tab = dict(tables)[name]
+    for name, tab, (T, x, k, chain, want) in cases:
         rows.append({"model": name, **escape.check_against_exact(tab, chain, x, k, T, p["exact_chains"], _seed(gen),
-                                                                 level, max_jumps=20 * p["exact_max_moves"])})
+                                                                 level, max_jumps=20 * p["exact_max_moves"],
+                                                                 want=want)})
     return pd.DataFrame(rows)
 
 
 def exact_cases(table_scorer, p: dict):
-    """(T, deepest state, k, chain) for each exact temperature and distance whose exact expected
-    number of moves is at most ``exact_max_moves`` (more would make the check a long simulation)."""
+    """(T, deepest state, k, chain, exact escape) for each exact temperature and distance whose exact
+    expected number of moves is at most ``exact_max_moves`` (more would make the check a long simulation)."""
     for T in p["exact_temperatures"]:
         chain = exact.glauber_kernel(table_scorer, table_scorer.n, T)
         x = int(exact.deepest_traps(chain.kernel, 1)[0])
         for k in p["exact_distances"]:
-            if k <= table_scorer.n and escape.exact_escape(chain, x, k)["moves"] <= p["exact_max_moves"]:
-                yield T, x, k, chain
+            if k <= table_scorer.n:
+                want = escape.exact_escape(chain, x, k)
+                if want["moves"] <= p["exact_max_moves"]:
+                    yield T, x, k, chain, want
 
 
 # ----------------------------------------------------------------------------- the page

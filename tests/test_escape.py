@@ -25,24 +25,53 @@ def _deepest(chain):
     return int(exact.deepest_traps(chain.kernel, 1)[0])
 
 
-CASES = [(1, 0.5), (1, 0.05), (1, 0.02), (2, 1.0), (2, 1.5), (3, 2.0)]   # each k >= 2 case: under 40 moves a chain
+# k >= 2 at T <= 0.25: 6e6 to 1e82 expected moves a chain, which only the superbasin makes a few events
+CASES = [(1, 0.5), (1, 0.05), (1, 0.02), (2, 1.0), (2, 0.25), (2, 0.05), (3, 2.0), (3, 0.1), (3, 0.02)]
 LEVEL = 1 - 0.05 / len(CASES)            # Bonferroni: the family misses nowhere with probability >= 0.95
 
 
 @pytest.mark.parametrize("k,T", CASES)
 def test_escape_times_match_the_exact_exit_time(enumerated, k, T):
     """Mean escape time out of the Hamming ball of radius k around the deepest state, from 400
-    chains of the jump engine, against exact.exit_time on the same basin. At T = 0.05 the state
-    holds 1.5e7 steps; at T = 0.02, 1e17, and its P(x, x) is 1.0 in float64, so 1 - P(x, x) would
-    say it never leaves."""
+    chains (superbasin exits and single jumps), against exact.exit_time on the same basin. At
+    T = 0.05 the state holds 1.5e7 steps; at T = 0.02, 1e17, and its P(x, x) is 1.0 in float64, so
+    1 - P(x, x) would say it never leaves; leaving its ball of radius 3 there takes 2e99 steps."""
     chain = _chain(enumerated, T)
     x = _deepest(chain)
     if T <= 0.02:
         assert chain.kernel[x, x] == 1.0                     # the trap that a subtraction would lose
-    case = escape.check_against_exact(enumerated, chain, x, k, T, chains=400, seed=7, level=LEVEL)
+    case = escape.check_against_exact(enumerated, chain, x, k, T, chains=400, seed=7, level=LEVEL, max_jumps=200)
     assert case["censored"] == 0
     assert case["inside"], case
     assert case["exact mean"] > 1e16 or T > 0.02             # deep where the float64 diagonal is 1
+
+
+@pytest.mark.parametrize("k,T", [(2, 1.0), (3, 2.0)])
+def test_single_jumps_alone_match_too(enumerated, k, T):
+    """With the superbasin kept to the trap alone (basin_cap=1) every move outside the trap is a
+    single jump: the same exact mean, at 35 to 200 times the events."""
+    chain = _chain(enumerated, T)
+    x = _deepest(chain)
+    want = escape.exact_escape(chain, x, k)
+    run = escape.escape_times(enumerated, torch.as_tensor(chain.states[x]), k, T, 400, math.inf, seed=11,
+                              basin_cap=1)
+    got = escape.summarize(run.times, run.censored, n_boot=2000, level=LEVEL)
+    assert not run.censored.any()
+    assert got["mean_low"] <= want["mean"] <= got["mean_high"], (want, got)
+    assert run.moves.mean() > 3 and run.basin_states == 1
+
+
+def test_the_superbasin_escapes_where_single_jumps_run_out(enumerated):
+    """At T = 0.5 leaving the ball of radius 2 takes 2,460 moves on average: within 100 events every
+    chain of single jumps is censored, while with the superbasin none is, in a few events each."""
+    chain = _chain(enumerated, 0.5)
+    x = _deepest(chain)
+    assert escape.exact_escape(chain, x, 2)["moves"] > 2000
+    start = torch.as_tensor(chain.states[x])
+    single = escape.escape_times(enumerated, start, 2, 0.5, 50, math.inf, seed=2, max_jumps=100, basin_cap=1)
+    basin = escape.escape_times(enumerated, start, 2, 0.5, 50, math.inf, seed=2, max_jumps=100)
+    assert single.censored.mean() > 0.9 and (single.moves[single.censored] == 100).all()
+    assert not basin.censored.any() and basin.moves.max() < 20 and basin.basin_states > 1
 
 
 def test_a_wrong_engine_is_caught(enumerated):
@@ -53,7 +82,7 @@ def test_a_wrong_engine_is_caught(enumerated):
         x = _deepest(chain)
         want = escape.exact_escape(chain, x, k)["mean"]
         run = escape.escape_times(enumerated, torch.as_tensor(chain.states[x]), k, 1.3 * T, 400, math.inf, seed=7)
-        got = escape.summarize(*run.at(k), n_boot=2000, level=LEVEL)
+        got = escape.summarize(run.times, run.censored, n_boot=2000, level=LEVEL)
         assert not got["mean_low"] <= want <= got["mean_high"], (k, want, got)
 
 
@@ -69,7 +98,7 @@ def test_k1_is_the_one_state_holding_time(small_scorer):
     back = escape.temperatures_for(rows, x, small_scorer.vocab, h)
     assert np.allclose(back, Ts, rtol=1e-6)
     run = escape.escape_times(small_scorer, x, 1, 0.6, 3000, math.inf, seed=3)
-    t, c = run.at(1)
+    t, c = run.times, run.censored
     assert not c.any()
     assert abs(t.mean() / h[1] - 1) < 4 / math.sqrt(3000)
 
@@ -83,21 +112,21 @@ def test_margin_is_the_smallest_score_gap(small_scorer):
                                                                        rel=1e-5)
 
 
-def test_passages_are_recorded_at_every_distance_and_the_row_memo_changes_no_draw(small_scorer):
-    """The first passage to distance j comes no later than that to j + 1; a chain stopped by the
-    move budget is censored at the step of its last move; a RowMemo gives the same times and asks
-    the model for fewer rows across temperatures."""
+def test_the_event_budget_censors_and_the_row_memo_changes_no_draw(small_scorer):
+    """A chain stopped by the event budget is censored at the step of its last event, with no more
+    events than the budget; a RowMemo gives the same times and asks the model for fewer rows across
+    temperatures; the same seed gives the same times."""
     x = trapsearch.perfect_trap(small_scorer, small_scorer.vocab.ids[torch.tensor([[0, 1, 2, 0, 1, 2]])])[0]
     memo = escape.RowMemo(small_scorer)
-    runs = [escape.escape_times(memo, x, 3, T, 20, 1e9, seed=1, max_jumps=50) for T in (0.4, 0.6)]
-    plain = escape.escape_times(small_scorer, x, 3, 0.6, 20, 1e9, seed=1, max_jumps=50)
+    runs = [escape.escape_times(memo, x, 3, T, 20, 1e9, seed=1, max_jumps=3) for T in (0.4, 0.6)]
+    plain = escape.escape_times(small_scorer, x, 3, 0.6, 20, 1e9, seed=1, max_jumps=3)
+    again = escape.escape_times(small_scorer, x, 3, 0.6, 20, 1e9, seed=1, max_jumps=3)
     assert np.array_equal(runs[1].times, plain.times) and np.array_equal(runs[1].censored, plain.censored)
-    assert memo.rows < sum(r.rows for r in runs)
+    assert np.array_equal(again.times, plain.times)
+    assert memo.rows < sum(r.calls * len(x) for r in runs)
     for r in runs:
-        done = ~r.censored
-        assert (np.diff(np.where(done, r.times, np.inf), axis=1) >= 0).all()
-        assert (done[:, 1:] <= done[:, :-1]).all()            # reaching j + 1 means reaching j
-        assert (r.moves <= 50).all()
+        assert (r.moves <= 3).all() and (r.moves[r.censored & (r.times < 1e9)] == 3).all()
+        assert (r.exits <= r.moves).all()
 
 
 def test_km_restricted_mean():

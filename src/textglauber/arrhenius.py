@@ -33,32 +33,30 @@ def _seed(gen: torch.Generator) -> int:
     return int(torch.randint(2**31 - 1, (1,), generator=gen))
 
 
-def _cell_rows(model, j, text, delta, T, hold, run, distances, new_rows) -> list[dict]:
-    steps = float(np.nanmax(run.times, 1).sum())        # steps simulated: each chain to its stop
-    out = []
-    for k in distances:
-        s = escape.summarize(*run.at(k), n_boot=500)
-        out.append({"model": model, "trap": j, "text": text, "margin": delta, "temperature": float(T),
-                    "k": int(k), "one-state holding time": float(hold), **s, "moves": int(run.moves.sum()),
-                    "rows scored": int(new_rows), "rows asked": int(run.rows), "distinct states": run.distinct_states,
-                    "steps simulated": steps, "rows per step": new_rows / steps if steps else math.nan})
-    return out
+def _cell_row(model, j, text, delta, T, hold, run, new_rows) -> dict:
+    steps = float(run.times.sum())                      # steps simulated: each chain to its stop
+    return {"model": model, "trap": j, "text": text, "margin": delta, "temperature": float(T), "k": run.k,
+            "one-state holding time": float(hold), **escape.summarize(run.times, run.censored, n_boot=500),
+            "moves": int(run.moves.sum()), "superbasin exits": int(run.exits.sum()), "basin states": run.basin_states,
+            "rows scored": int(new_rows), "rows asked": int(run.rows), "distinct states": run.distinct_states,
+            "steps simulated": steps, "rows per step": new_rows / steps if steps else math.nan}
 
 
-def _fit_row(model, j, delta, Ts, holds, runs, k) -> dict:
-    fit = escape.arrhenius(Ts, [r.at(k) for r in runs], n_boot=500)
+def _fit_row(model, j, delta, Ts, holds, runs) -> dict:
+    fit = escape.arrhenius(Ts, [(r.times, r.censored) for r in runs], n_boot=500)
     one_state = np.polyfit(1 / np.asarray(Ts), np.log(holds), 1)[0]
-    return {"model": model, "trap": j, "k": int(k), "margin": delta, "slope": fit.slope, "slope_low": fit.slope_low,
-            "slope_high": fit.slope_high, "one-state slope": float(one_state), "temperatures fitted": fit.temperatures,
-            "span (decades)": fit.span_decades, "fit p": fit.chi2_p, "line holds": fit.holds()}
+    return {"model": model, "trap": j, "k": runs[0].k, "margin": delta, "slope": fit.slope,
+            "slope_low": fit.slope_low, "slope_high": fit.slope_high, "one-state slope": float(one_state),
+            "temperatures fitted": fit.temperatures, "span (decades)": fit.span_decades, "fit p": fit.chi2_p,
+            "line holds": fit.holds()}
 
 
 def measure_model(scorer, model: str, p: dict, gen: torch.Generator, decode) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One model's cells (a row per trap, temperature and distance) and fits (a row per trap and
     distance). Each trap's temperatures put its exact one-state holding time at ``temperatures``
-    log-spaced values over 10^holding_decades; every cell runs ``chains`` chains to distance
-    max(distances), the horizon or ``max_moves`` moves. Rows are shared across the cells of a model
-    (:class:`textglauber.escape.RowMemo`)."""
+    log-spaced values over 10^holding_decades; every cell runs ``chains`` chains to its distance,
+    the horizon or ``max_moves`` events (:func:`textglauber.escape.escape_times`). Rows are shared
+    across the cells of a model (:class:`textglauber.escape.RowMemo`)."""
     memo, ks = escape.RowMemo(scorer), sorted(p["distances"])
     cells, fits = [], []
     for j, x in enumerate(find_traps(memo, p["seq_len"], p["traps"], gen)):
@@ -66,13 +64,14 @@ def measure_model(scorer, model: str, p: dict, gen: torch.Generator, decode) -> 
         delta = escape.margin(rows, x, scorer.vocab)
         Ts = escape.temperatures_for(rows, x, scorer.vocab, np.logspace(*p["holding_decades"], p["temperatures"]))
         holds = escape.holding_times(rows, x, scorer.vocab, Ts)
-        runs = []
-        for T, hold in zip(Ts, holds):
-            before = memo.rows
-            runs.append(escape.escape_times(memo, x, ks[-1], T, p["chains"], p["horizon"], _seed(gen),
-                                            max_jumps=p["max_moves"]))
-            cells += _cell_rows(model, j, decode(x), delta, T, hold, runs[-1], ks, memo.rows - before)
-        fits += [_fit_row(model, j, delta, Ts, holds, runs, k) for k in ks]
+        for k in ks:
+            runs = []
+            for T, hold in zip(Ts, holds):
+                before = memo.rows
+                runs.append(escape.escape_times(memo, x, k, T, p["chains"], p["horizon"], _seed(gen),
+                                                max_jumps=p["max_moves"]))
+                cells.append(_cell_row(model, j, decode(x), delta, T, hold, runs[-1], memo.rows - before))
+            fits.append(_fit_row(model, j, delta, Ts, holds, runs))
     return pd.DataFrame(cells), pd.DataFrame(fits)
 
 
@@ -84,22 +83,19 @@ def exactness(tables: list[tuple[str, object]], p: dict, gen: torch.Generator) -
     rows = []
     for name, tab, (T, x, k, chain, want) in cases:
         rows.append({"model": name, **escape.check_against_exact(tab, chain, x, k, T, p["exact_chains"], _seed(gen),
-                                                                 level, max_jumps=20 * p["exact_max_moves"],
-                                                                 want=want)})
+                                                                 level, max_jumps=p["exact_max_moves"], want=want)})
     return pd.DataFrame(rows)
 
 
 def exact_cases(table_scorer, p: dict):
-    """(T, deepest state, k, chain, exact escape) for each exact temperature and distance whose exact
-    expected number of moves is at most ``exact_max_moves`` (more would make the check a long simulation)."""
+    """(T, deepest state, k, chain, exact escape) for each exact temperature and distance up to n. The
+    exact expected number of moves may be astronomical: the superbasin makes each case a few events."""
     for T in p["exact_temperatures"]:
         chain = exact.glauber_kernel(table_scorer, table_scorer.n, T)
         x = int(exact.deepest_traps(chain.kernel, 1)[0])
         for k in p["exact_distances"]:
             if k <= table_scorer.n:
-                want = escape.exact_escape(chain, x, k)
-                if want["moves"] <= p["exact_max_moves"]:
-                    yield T, x, k, chain, want
+                yield T, x, k, chain, escape.exact_escape(chain, x, k)
 
 
 # ----------------------------------------------------------------------------- the page
@@ -171,33 +167,32 @@ def summary(h: dict) -> str:
         lo, hi = h["deeper_ratio"]
         parts.append(f"for leaving its Hamming ball (k > 1), {lo:.2f} to {hi:.2f} times")
     if h["deeper_unfitted"]:
-        parts.append(f"{h['deeper_unfitted']} of {h['deeper']} fits at k > 1 have fewer than two medians reached: "
-                     "there the chains kept returning to the trap past the move budget, so those escape times are "
-                     "lower bounds only")
+        parts.append(f"{h['deeper_unfitted']} of {h['deeper']} fits at k > 1 have fewer than two medians reached "
+                     "within the horizon and the event budget, so the escape times there are lower bounds only")
     return "; ".join(parts) + "."
 
 
 def exact_sentence(ex: pd.DataFrame) -> str:
     """The exactness check in words: how many cases fall inside their interval, at which level."""
     if not len(ex):
-        return ("No exactness case ran: every enumerated case needed more expected moves than the "
-                "profile allows.")
-    deep = int((ex["exact mean"] > 2 ** 53).sum())
+        return "No exactness case ran: the profile names no enumerated model, temperature and distance."
+    deep = int((ex["one-state holding time"] > 2 ** 53).sum())
     text = (f"{int(ex.inside.sum())} of {len(ex)} cases have the exact mean inside the interval of the simulated mean "
             f"(each at level {ex.level.iloc[0]:.4f}, so 95% for all {len(ex)} together), over exact means from "
             f"{ex['exact mean'].min():.3g} to {ex['exact mean'].max():.3g} steps")
     if deep:
-        text += (f"; in {deep} of them the exact mean exceeds 2^53 steps, where 1 - P(x, x) computed by subtraction "
-                 "loses every digit")
+        text += (f"; in {deep} of them the trap's own holding time exceeds 2^53 steps, where 1 - P(x, x) computed "
+                 "by subtraction loses every digit")
     return text + "."
 
 
 def cost_sentence(cells: pd.DataFrame, seconds: float) -> str:
     """What the section's cells cost, counted (rows, moves, states), and its wall time (information)."""
-    one = cells.drop_duplicates(["model", "trap", "temperature"])
-    return (f"The cells simulated {one['steps simulated'].sum():.3g} chain steps with {int(one.moves.sum()):,} moves; "
-            f"the models scored {int(one['rows scored'].sum()):,} rows for them ({one['rows scored'].sum() / one['steps simulated'].sum():.2g} "
-            f"rows per simulated step; at most {int(one['distinct states'].max()):,} distinct states in one cell). "
+    steps, rows = cells["steps simulated"].sum(), cells["rows scored"].sum()
+    return (f"The cells simulated {steps:.3g} chain steps in {int(cells.moves.sum()):,} events, of which "
+            f"{int(cells['superbasin exits'].sum()):,} superbasin exits; the models scored {int(rows):,} rows for them "
+            f"({rows / steps:.2g} rows per simulated step; at most {int(cells['distinct states'].max()):,} distinct "
+            f"states and {int(cells['basin states'].max()):,} superbasin states in one cell). "
             f"The section took {seconds / 60:.1f} min ({seconds:.0f} s) on this machine (information only: nothing "
             "depends on it).")
 

@@ -1,21 +1,23 @@
-"""Escape from a perfect trap, timed by the jump engine (chapter 5's Arrhenius section).
+"""Escape from a perfect trap, timed exactly in law (chapter 5's Arrhenius section).
 
 A perfect trap x* is an argmax fixed point (:func:`textglauber.trapsearch.perfect_trap`). Its
 basin of radius k is the Hamming ball {x : d(x, x*) < k}; the chain *escapes* at the first step
 at which d(x, x*) >= k. With k = 1 that is the first change of state, whose law is geometric with
 the one-state holding time h(T) = 1 / (1 - P(x*, x*)) as its mean, exact from the n conditionals
-of x* (:func:`holding_times`). With k > 1 the chain may come back to x* many times before it gets
-k sites away; nothing gives that law in closed form on a real model's vocabulary, so it is
-sampled.
+of x* (:func:`holding_times`). With k > 1 the chain comes back to x* many times before it gets k
+sites away (at low temperature, exp(barrier / T) times); nothing gives that law in closed form on
+a real model's vocabulary, so it is sampled.
 
-The chains run by jumps (:mod:`textglauber.engine.jump`): each holding time is drawn from its
-geometric law in one draw, so a step that changes nothing costs nothing and a horizon of 1e10 or
-more steps costs only the moves made. The cost is the number of moves and the rows scored: a
-state's n rows are scored once, when some chain first stands in it (or again after the cache let
-it go), so rows grow with the distinct states visited, not with the steps simulated.
+A jump engine pays for every move, and those returns are moves: at the temperatures where the
+escape is slow, a chain would need millions of them. :func:`escape_times` therefore keeps a
+superbasin S: the trap, and each state of the ball the chains have come to twice. A chain standing
+in S leaves it in one exact draw (:mod:`textglauber.engine.superbasin`: the first exit of the chain
+restricted to S, by doubling); outside S it makes single exact jumps (a geometric holding time,
+then the move). Both are exact in law for any S, so S decides only the cost, which is the events
+(exits and jumps) and the rows scored: a state's n rows once, when a chain first stands in it.
 
 Per trap and temperature the escape times of the chains are right-censored at the horizon (and at
-the move budget ``max_jumps``, where a chain still in the basin stops at the step it reached);
+the event budget ``max_jumps``, where a chain still in the basin stops at the step it reached);
 :func:`summarize` gives the Kaplan-Meier median and restricted mean with bootstrap intervals, and
 :func:`arrhenius` fits log tau = Delta_eff / T + c over the temperatures.
 """
@@ -29,8 +31,9 @@ import scipy.sparse as sp
 import torch
 
 from . import exact
-from .engine import ChainSpec, chain_cache, leave_probability, score_gap
-from .engine.jump import ROW_BUDGET, ChainJumps, jumps
+from .engine import draw_from, holding_time, leave_probability, score_gap, superbasin
+
+LAW_BYTES = 1.5e9        # float64 conditionals of the states one cell holds at once (recomputed from rows past it)
 
 
 class RowMemo:
@@ -38,8 +41,9 @@ class RowMemo:
     other temperatures and distances reuse them (raw scores do not depend on T), which changes no
     draw. ``rows`` counts the rows the model scored, ``asked`` those the engine asked for."""
 
-    def __init__(self, scorer, max_rows: int = 200_000):
-        self.inner, self.vocab, self.max_rows = scorer, scorer.vocab, max_rows
+    def __init__(self, scorer, max_bytes: float = 3e9):
+        self.inner, self.vocab = scorer, scorer.vocab
+        self.max_rows = int(max_bytes // (4 * scorer.vocab.size))        # float32 rows kept
         self.memo: dict[tuple, torch.Tensor] = {}
         self.rows = self.asked = 0
 
@@ -63,67 +67,152 @@ class RowMemo:
 
 @dataclass
 class EscapeRun:
-    """First passages of ``chains`` chains from one trap at one temperature (:func:`escape_times`):
-    for each distance k = 1 .. k_max, the step at which each chain first stood k or more sites away."""
+    """First passages of ``chains`` chains from one trap at one temperature to Hamming distance >= k
+    (:func:`escape_times`)."""
 
-    times: np.ndarray        # (B, k_max) step of the first passage to distance >= k; where censored, the last step known
-    censored: np.ndarray     # (B, k_max) bool: not there by the horizon, nor within the move budget
-    moves: np.ndarray        # (B,) moves (changes of state) each chain made
-    rows: int                # rows scored (one masked sequence at one site each)
-    calls: int               # scorer calls
+    k: int
+    times: np.ndarray        # (B,) step of the first passage; where censored, the last step known
+    censored: np.ndarray     # (B,) bool: not there by the horizon, nor within the move budget
+    moves: np.ndarray        # (B,) events each chain made: single moves and superbasin exits
+    exits: np.ndarray        # (B,) of which superbasin exits (each stands for any number of moves inside it)
+    rows: int                # rows the engine asked for (one masked sequence at one site each)
+    calls: int               # states scored (n rows each)
     distinct_states: int     # distinct states the chains stood in, the trap included
-
-    def at(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(times, censored) of the escape to distance >= k."""
-        return self.times[:, k - 1], self.censored[:, k - 1]
+    basin_states: int        # members of the superbasin at the end
 
 
-class _EscapingChains(ChainJumps):
-    """Chains as jump units that record their first steps at each distance 1 .. k from ``center``
-    and stop at distance k."""
+class _Cell:
+    """One trap at one temperature and distance: the laws of the states the chains stand in, and the
+    superbasin S (the trap, and every state of the ball that chains have come to ``visits`` times,
+    at most ``cap``), with the exit tables of S built when a chain next stands in it."""
 
-    def __init__(self, scorer, states, cache, spec, center: torch.Tensor, k: int):
-        super().__init__(scorer, states, cache, spec)
-        self.center, self.k = center, k
-        self.first = torch.full((len(states), k), math.nan, dtype=torch.float64)
-        self.moves = torch.zeros(len(states), dtype=torch.long)
-        self.seen = {tuple(s) for s in states.tolist()}
+    def __init__(self, scorer, center: tuple, k: int, T: float, horizon: float, cap: int, visits: int):
+        self.scorer, self.center, self.k, self.T, self.horizon = scorer, center, k, T, horizon
+        self.cap, self.visits = cap, visits
+        n, size = len(center), scorer.vocab.size
+        self.keep = max(cap + 64, int(LAW_BYTES // (8 * n * size)))     # laws held at once
+        self.laws: dict[tuple, tuple] = {}
+        self.members, self.index = [center], {center: 0}
+        self.arrivals: dict[tuple, int] = {}
+        self.pending: list[tuple] = []
+        self.tables = None
+        self.calls = self.asked = 0
 
-    def land(self, chains, sites, new, t, carried):
-        super().land(chains, sites, new, t, carried)
-        self.moves[chains] += 1
-        self.seen.update(tuple(s) for s in self.states[chains].tolist())
-        d = (self.states[chains] != self.center).sum(1)
-        reached = (torch.arange(1, self.k + 1)[None] <= d[:, None]) & torch.isnan(self.first[chains])
-        self.first[chains] = torch.where(reached, t.to(torch.float64)[:, None], self.first[chains])
-        self.live[chains[d >= self.k]] = False
+    def distance(self, x: tuple) -> int:
+        return sum(a != b for a, b in zip(x, self.center))
+
+    def law(self, x: tuple):
+        """(log pi_i(. | x_-i) as (n, |A|) float64, positions of x's tokens, leave chance per site)."""
+        if x not in self.laws:
+            if len(self.laws) >= self.keep:
+                del self.laws[next(y for y in self.laws if y not in self.index)]
+            state = torch.tensor(x)
+            rows = site_scores(self.scorer, state)
+            self.calls, self.asked = self.calls + 1, self.asked + len(x)
+            pos = self.scorer.vocab.index_of(state)
+            self.laws[x] = (torch.log_softmax(rows / self.T, -1), pos, leave_probability(rows, pos, self.T).numpy())
+        return self.laws[x]
+
+    def arrive(self, x: tuple) -> None:
+        self.arrivals[x] = self.arrivals.get(x, 0) + 1
+        if x not in self.index and self.arrivals[x] == self.visits:
+            self.pending.append(x)
+        room = self.cap - len(self.members)
+        if room > 0 and len(self.pending) >= max(1, len(self.members) // 4):
+            for y in self.pending[:room]:
+                self.index[y] = len(self.members)
+                self.members.append(y)
+            self.pending, self.tables = self.pending[room:], None
+
+    def exit_tables(self):
+        """(ExitLaw of S, (m, n) one-step exit chance by site, excluded (site, column) per member)."""
+        if self.tables is None:
+            M = torch.tensor(self.members)
+            m, n = M.shape
+            laws = [self.law(y) for y in self.members]
+            differ = M[:, None, :] != M[None, :, :]
+            a_idx, b_idx = (differ.sum(-1) == 1).nonzero(as_tuple=True)
+            sites = differ[a_idx, b_idx].float().argmax(-1)
+            inside = np.zeros((m, m))
+            excluded = [[(i, int(laws[a][1][i])) for i in range(n)] for a in range(m)]
+            for a, b, i in zip(a_idx.tolist(), b_idx.tolist(), sites.tolist()):
+                col = int(laws[b][1][i])
+                inside[a, b] = math.exp(float(laws[a][0][i, col])) / n
+                excluded[a].append((i, col))
+            site_exit = np.zeros((m, n))
+            for a, (logp, _, _) in enumerate(laws):
+                i, c = torch.tensor(excluded[a]).T
+                site_exit[a] = torch.logsumexp(logp.index_put((i, c), torch.tensor(-math.inf, dtype=logp.dtype)), -1).exp().numpy() / n
+            self.tables = (superbasin.exit_law(inside, site_exit.sum(1), self.horizon), site_exit, excluded)
+        return self.tables
+
+    def leave_basin(self, x: tuple, u: np.ndarray) -> tuple[float, tuple]:
+        """A superbasin exit from member x: (steps it took, the state outside S it reached)."""
+        law, site_exit, excluded = self.exit_tables()
+        dt, a = superbasin.sample_exit(law, self.index[x], u[0], u[1])
+        if not math.isfinite(dt):
+            return dt, x
+        i = int(np.searchsorted(np.cumsum(site_exit[a]), u[2] * site_exit[a].sum(), side="right").clip(max=len(x) - 1))
+        p = self.law(self.members[a])[0][i].exp()
+        p[[c for s, c in excluded[a] if s == i]] = 0
+        return dt, self._put(self.members[a], i, p, u[3])
+
+    def single_move(self, x: tuple, u: np.ndarray) -> tuple[float, tuple]:
+        """One jump from x (not in S): its geometric holding time and the state it moves to."""
+        logp, pos, leave = self.law(x)
+        dt = float(holding_time(torch.tensor(leave.mean(), dtype=torch.float64), torch.tensor(u[0])))
+        if not math.isfinite(dt):
+            return dt, x
+        i = int(draw_from(torch.as_tensor(leave)[None], torch.tensor([u[2]]))[0])
+        p = logp[i].exp()
+        p[pos[i]] = 0
+        return dt, self._put(x, i, p, u[3])
+
+    def _put(self, x: tuple, i: int, weights: torch.Tensor, u: float) -> tuple:
+        col = int(draw_from(weights[None], torch.tensor([u], dtype=torch.float64))[0])
+        y = list(x)
+        y[i] = int(self.scorer.vocab.ids[col])
+        return tuple(y)
 
 
 def escape_times(scorer, center, k: int, temperature: float, chains: int, horizon: float, seed: int, *,
-                 max_jumps: int = 100_000) -> EscapeRun:
-    """``chains`` chains started at ``center`` (a state, (n,)), each run by exact jumps until its
-    first step at Hamming distance >= ``k`` from it, or to step ``horizon`` (censored there), or
-    until it has made ``max_jumps`` moves (censored at the step of its last move); the first steps
-    at every distance 1 .. k are recorded on the way. One seeded generator; the same seed gives the
-    same times on any machine (the draws are float64 on the CPU)."""
-    center = torch.as_tensor(center, dtype=torch.long).flatten()
+                 max_jumps: int = 100_000, basin_cap: int = 256, visits: int = 2) -> EscapeRun:
+    """``chains`` chains started at ``center`` (a state, (n,)), each run until its first step at
+    Hamming distance >= ``k`` from it, or to step ``horizon`` (censored there), or until it has made
+    ``max_jumps`` events (censored at the step of its last one). A chain outside the superbasin
+    makes single exact jumps (a geometric holding time, then a move); inside it, it leaves the
+    superbasin in one exact draw (:mod:`textglauber.engine.superbasin`). ``basin_cap=1`` keeps S to
+    the trap alone: plain jumps. The chains share S, run one after another, and draw from one
+    seeded generator; the same seed gives the same times on any machine (float64 on the CPU)."""
+    center = tuple(torch.as_tensor(center, dtype=torch.long).flatten().tolist())
     n = len(center)
     if not 1 <= k <= n:
         raise ValueError(f"k = {k}: must be in [1, n = {n}] (the escape distance from the trap)")
     if not horizon >= 1:
         raise ValueError(f"horizon = {horizon}: must be at least one step")
-    horizon = min(float(horizon), 1e300)          # an infinite horizon: run until every chain escapes or stops
-    states = center.repeat(chains, 1)
-    spec = ChainSpec(temperature=float(temperature), steps=1, mode="jump")
-    units = _EscapingChains(scorer, states, chain_cache(states), spec, center, k)
-    gen = torch.Generator().manual_seed(int(seed))
-    clock = torch.zeros(chains, dtype=torch.float64)
-    max_rows = max(1, ROW_BUDGET // scorer.vocab.size)
-    _, rows, calls = jumps(units, gen, 0, horizon, max_rows, rounds=max_jumps, clock=clock)
-    done = ~torch.isnan(units.first)
-    times = torch.where(done, units.first, clock.clamp(max=horizon)[:, None])
-    return EscapeRun(times=times.numpy(), censored=(~done).numpy(), moves=units.moves.numpy(), rows=int(rows),
-                     calls=int(calls), distinct_states=len(units.seen))
+    cell = _Cell(scorer, center, k, float(temperature), float(horizon), max(1, basin_cap), visits)
+    rng = np.random.default_rng(int(seed))
+    times, cens = np.zeros(chains), np.zeros(chains, bool)
+    moves, exits = np.zeros(chains, np.int64), np.zeros(chains, np.int64)
+    for c in range(chains):
+        x, t = center, 0.0
+        cell.arrive(x)
+        while True:
+            if moves[c] >= max_jumps:
+                cens[c] = True
+                break
+            inside = x in cell.index
+            dt, x = (cell.leave_basin if inside else cell.single_move)(x, rng.random(4))
+            if t + dt > horizon:
+                t, cens[c] = horizon, True
+                break
+            t, moves[c], exits[c] = t + dt, moves[c] + 1, exits[c] + inside
+            if cell.distance(x) >= k:
+                break
+            cell.arrive(x)
+        times[c] = t
+    return EscapeRun(k=k, times=times, censored=cens, moves=moves, exits=exits, rows=cell.asked, calls=cell.calls,
+                     distinct_states=len(cell.arrivals), basin_states=len(cell.members))
 
 
 # ----------------------------------------------------------------------------- exact one-state times
@@ -215,10 +304,10 @@ def summarize(times, censored, n_boot: int = 1000, level: float = 0.95, seed: in
     draws = rng.integers(0, len(t), (n_boot, len(t)))
     meds, means = km_medians(t[draws], e[draws]), km_restricted_mean(t[draws], e[draws])
     q = [(1 - level) / 2, 1 - (1 - level) / 2]
+    med_q, mean_q = (np.quantile(x, q, method="inverted_cdf") for x in (meds, means))   # no inf - inf between
     return {"chains": len(t), "censored": float((~e).mean()), "median": _median(t, e),
-            "median_low": float(np.quantile(meds, q[0])), "median_high": float(np.quantile(meds, q[1])),
-            "mean": km_restricted_mean(t, e), "mean_low": float(np.quantile(means, q[0])),
-            "mean_high": float(np.quantile(means, q[1])), "mean_is_lower_bound": bool((~e).any())}
+            "median_low": float(med_q[0]), "median_high": float(med_q[1]), "mean": km_restricted_mean(t, e),
+            "mean_low": float(mean_q[0]), "mean_high": float(mean_q[1]), "mean_is_lower_bound": bool((~e).any())}
 
 
 def _median(t, e) -> float:
@@ -313,7 +402,7 @@ def check_against_exact(table_scorer, chain, center: int, k: int, temperature: f
     want = want or exact_escape(chain, center, k)
     run = escape_times(table_scorer, torch.as_tensor(chain.states[center]), k, temperature, chains, math.inf, seed,
                        max_jumps=max_jumps)
-    t, c = run.at(k)
+    t, c = run.times, run.censored
     got = summarize(t, c, n_boot=n_boot, level=level, seed=seed)
     inside = bool(not c.any() and got["mean_low"] <= want["mean"] <= got["mean_high"])
     return {"k": k, "temperature": temperature, "exact mean": want["mean"], "exact moves": want["moves"],

@@ -377,12 +377,12 @@ class Escape(Closed):
     holding_decades: ListOf(Num(ge=0, le=15), "two numbers in [0, 15], the first smaller", min_length=2)
     temperatures: Int(ge=2)
     horizon: Num(ge=1)
-    max_moves: PosInt
+    max_moves: PosInt            # events (single jumps and superbasin exits) a chain may make
     exact_models: ListOf(ExactModel, "model entries {name, tokens, n}")
     exact_temperatures: Temperatures
     exact_distances: ListOf(PosInt, "integers >= 1", distinct=True)
     exact_chains: Int(ge=2)
-    exact_max_moves: PosNum
+    exact_max_moves: PosInt      # events a chain of the exactness check may make
 
     @model_validator(mode="after")
     def _relations(self):

@@ -32,6 +32,10 @@ the token already there. The modes differ in how much of that work they skip:
   a clock, so a run stays exactly repeatable and resumable; where memo would score nearly every
   row anyway, as at high temperature, it runs ``plain``; with ``record_gaps`` it never jumps.
 
+The superbasin move (:mod:`.superbasin`) is the jump's counterpart for a set of states: the exact
+first exit from a set S in one draw, by doubling the chain restricted to S; chapter 5's escape
+times (:mod:`textglauber.escape`) use it where chains flicker among a trap and its neighbours.
+
 Coupled pairs (:mod:`.pairs`, :func:`couple`) run the same modes: both members update the same
 site from a maximal coupling of their two conditionals, and a pair is a unit of the same jump
 engine as a chain.
@@ -44,7 +48,7 @@ measures the modes side by side.
 
 Inside the package, each module imports only those listed before it: ``spec``, ``sampling``,
 ``cache``, ``cost``, ``policy``, ``batch``, ``plain``, ``memo``, ``jump``, ``pairs``, ``store``,
-``driver`` (:func:`run`).
+``driver`` (:func:`run`); ``superbasin`` imports nothing of the package.
 """
 from .cache import SiteCache, chain_cache
 from .cost import round_cost, row_flops, step_cost, summary_cost

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import escape, exact, trapsearch
+from . import escape, exact, survival, trapsearch
 
 FAMILY_MISS = 0.01       # the exactness check's family-wise chance of a miss by a correct engine
 
@@ -38,14 +38,14 @@ def _seed(gen: torch.Generator) -> int:
 def _cell_row(model, j, text, delta, T, hold, run, new_rows) -> dict:
     steps = float(run.times.sum())                      # steps simulated: each chain to its stop
     return {"model": model, "trap": j, "text": text, "margin": delta, "temperature": float(T), "k": run.k,
-            "one-state holding time": float(hold), **escape.summarize(run.times, run.censored, n_boot=500),
+            "one-state holding time": float(hold), **survival.summarize(run.times, run.censored, n_boot=500),
             "moves": int(run.moves.sum()), "superbasin exits": int(run.exits.sum()), "basin states": run.basin_states,
             "rows scored": int(new_rows), "rows asked": int(run.rows), "distinct states": run.distinct_states,
             "steps simulated": steps, "rows per step": new_rows / steps if steps else math.nan}
 
 
 def _fit_row(model, j, delta, Ts, holds, runs) -> dict:
-    fit = escape.arrhenius(Ts, [(r.times, r.censored) for r in runs], n_boot=500)
+    fit = survival.arrhenius(Ts, [(r.times, r.censored) for r in runs], n_boot=500)
     one_state = np.polyfit(1 / np.asarray(Ts), np.log(holds), 1)[0]
     return {"model": model, "trap": j, "k": runs[0].k, "margin": delta, "slope": fit.slope,
             "slope_low": fit.slope_low, "slope_high": fit.slope_high, "one-state slope": float(one_state),

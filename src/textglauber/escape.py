@@ -18,8 +18,7 @@ then the move). Both are exact in law for any S, so S decides only the cost, whi
 
 Per trap and temperature the escape times of the chains are right-censored at the horizon (and at
 the event budget ``max_jumps``, where a chain still in the basin stops at the step it reached);
-:func:`summarize` gives the Kaplan-Meier median and restricted mean with bootstrap intervals, and
-:func:`arrhenius` fits log tau = Delta_eff / T + c over the temperatures.
+:mod:`textglauber.survival` gives their Kaplan-Meier medians and means and the Arrhenius fit.
 """
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from . import exact
+from . import exact, survival
 from .engine import draw_from, holding_time, leave_probability, score_gap, superbasin
 
 LAW_BYTES = 1.5e9        # float64 conditionals of the states one cell holds at once (recomputed from rows past it)
@@ -127,24 +126,27 @@ class _Cell:
     def exit_tables(self):
         """(ExitLaw of S, (m, n) one-step exit chance by site, excluded (site, column) per member)."""
         if self.tables is None:
-            M = torch.tensor(self.members)
-            m, n = M.shape
             laws = [self.law(y) for y in self.members]
-            differ = M[:, None, :] != M[None, :, :]
-            a_idx, b_idx = (differ.sum(-1) == 1).nonzero(as_tuple=True)
-            sites = differ[a_idx, b_idx].float().argmax(-1)
-            inside = np.zeros((m, m))
-            excluded = [[(i, int(laws[a][1][i])) for i in range(n)] for a in range(m)]
-            for a, b, i in zip(a_idx.tolist(), b_idx.tolist(), sites.tolist()):
-                col = int(laws[b][1][i])
-                inside[a, b] = math.exp(float(laws[a][0][i, col])) / n
-                excluded[a].append((i, col))
-            site_exit = np.zeros((m, n))
-            for a, (logp, _, _) in enumerate(laws):
-                i, c = torch.tensor(excluded[a]).T
-                site_exit[a] = torch.logsumexp(logp.index_put((i, c), torch.tensor(-math.inf, dtype=logp.dtype)), -1).exp().numpy() / n
+            inside, excluded = self._inside(laws)
+            site_exit = np.stack([_masked_mass(logp, excluded[a]) for a, (logp, _, _) in enumerate(laws)])
             self.tables = (superbasin.exit_law(inside, site_exit.sum(1), self.horizon), site_exit, excluded)
         return self.tables
+
+    def _inside(self, laws):
+        """The one-step chances between members (they differ at one site), and per member the (site,
+        column) pairs a move out of S may not take: its own tokens, and the moves onto members."""
+        M = torch.tensor(self.members)
+        m, n = M.shape
+        differ = M[:, None, :] != M[None, :, :]
+        a_idx, b_idx = (differ.sum(-1) == 1).nonzero(as_tuple=True)
+        sites = differ[a_idx, b_idx].float().argmax(-1)
+        inside = np.zeros((m, m))
+        excluded = [[(i, int(laws[a][1][i])) for i in range(n)] for a in range(m)]
+        for a, b, i in zip(a_idx.tolist(), b_idx.tolist(), sites.tolist()):
+            col = int(laws[b][1][i])
+            inside[a, b] = math.exp(float(laws[a][0][i, col])) / n
+            excluded[a].append((i, col))
+        return inside, excluded
 
     def leave_basin(self, x: tuple, u: np.ndarray) -> tuple[float, tuple]:
         """A superbasin exit from member x: (steps it took, the state outside S it reached)."""
@@ -173,6 +175,14 @@ class _Cell:
         y = list(x)
         y[i] = int(self.scorer.vocab.ids[col])
         return tuple(y)
+
+
+def _masked_mass(logp: torch.Tensor, excluded: list[tuple[int, int]]) -> np.ndarray:
+    """Per site, the chance that a step there picks it (1/n) and moves to a token not ``excluded``:
+    a log-sum-exp over the allowed tokens, so a tiny chance beside a large excluded one keeps its digits."""
+    i, c = torch.tensor(excluded).T
+    masked = logp.index_put((i, c), torch.tensor(-math.inf, dtype=logp.dtype))
+    return torch.logsumexp(masked, -1).exp().numpy() / logp.shape[0]
 
 
 def escape_times(scorer, center, k: int, temperature: float, chains: int, horizon: float, seed: int, *,
@@ -257,119 +267,6 @@ def temperatures_for(rows: torch.Tensor, state, vocab, targets, lo: float = 1e-3
     return np.asarray(out)
 
 
-# ----------------------------------------------------------------------------- statistics
-def _km(times, observed):
-    """Kaplan-Meier curves of each row of (R, m) times: (sorted times, events, survival after each),
-    events before censorings at a tie (a unit censored at u is at risk at u)."""
-    t, e = np.atleast_2d(np.asarray(times, float)), np.atleast_2d(np.asarray(observed, bool))
-    order = np.lexsort((~e, t), axis=-1)
-    t, e = np.take_along_axis(t, order, -1), np.take_along_axis(e, order, -1)
-    m = t.shape[-1]
-    return t, e, np.cumprod(1.0 - e / (m - np.arange(m)), -1)
-
-
-def km_restricted_mean(times, observed):
-    """The area under the Kaplan-Meier survival curve up to the largest time (per row of a 2-D
-    array): the mean escape time when nothing is censored, a lower bound of it when the largest
-    time is censored."""
-    t, _, S = _km(times, observed)
-    prev_t = np.concatenate([np.zeros((len(t), 1)), t[:, :-1]], 1)
-    prev_S = np.concatenate([np.ones((len(t), 1)), S[:, :-1]], 1)
-    area = (prev_S * (t - prev_t)).sum(-1)
-    return float(area[0]) if np.ndim(times) == 1 else area
-
-
-def km_medians(times, observed) -> np.ndarray:
-    """Kaplan-Meier medians of each row (as :func:`textglauber.growth.km_median`: the first time the
-    curve falls below 1/2, or the midpoint of the stretch where it sits at 1/2), inf where it never
-    falls that low."""
-    t, e, S = _km(times, observed)
-    below = S < 0.5 - 1e-12
-    at = (np.abs(S - 0.5) <= 1e-12) & e
-    m = t.shape[-1]
-    lt = np.where(below.any(-1), below.argmax(-1), m)
-    eq = np.where(at.any(-1), at.argmax(-1), m)
-    rows = np.arange(len(t))
-    t_lt = np.where(lt < m, t[rows, np.minimum(lt, m - 1)], np.inf)
-    t_eq = t[rows, np.minimum(eq, m - 1)]
-    return np.where(eq < lt, np.where(lt < m, (t_eq + t_lt) / 2, np.inf), t_lt)
-
-
-def summarize(times, censored, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> dict:
-    """Kaplan-Meier median and restricted mean of one cell's escape times with percentile bootstrap
-    intervals (chains resampled; a replicate whose curve stays above 1/2 gives an infinite median)
-    and the censored share. The mean is a lower bound where a time is censored."""
-    t, e = np.asarray(times, float), ~np.asarray(censored, bool)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(t), (n_boot, len(t)))
-    meds, means = km_medians(t[draws], e[draws]), km_restricted_mean(t[draws], e[draws])
-    q = [(1 - level) / 2, 1 - (1 - level) / 2]
-    med_q, mean_q = (np.quantile(x, q, method="inverted_cdf") for x in (meds, means))   # no inf - inf between
-    return {"chains": len(t), "censored": float((~e).mean()), "median": _median(t, e),
-            "median_low": float(med_q[0]), "median_high": float(med_q[1]), "mean": km_restricted_mean(t, e),
-            "mean_low": float(mean_q[0]), "mean_high": float(mean_q[1]), "mean_is_lower_bound": bool((~e).any())}
-
-
-def _median(t, e) -> float:
-    return float(km_medians(t, e)[0])
-
-
-# ----------------------------------------------------------------------------- the Arrhenius fit
-@dataclass
-class Arrhenius:
-    """log tau = slope / T + intercept over the temperatures whose median escape time is finite."""
-
-    slope: float
-    slope_low: float
-    slope_high: float
-    intercept: float
-    temperatures: int         # temperatures used in the fit
-    chi2_p: float             # goodness of fit of the line against the medians' bootstrap errors
-    span_decades: float       # log10 of the largest over the smallest median used
-
-    def holds(self, alpha: float = 0.01) -> bool:
-        """Whether a straight line in 1/T is consistent with the medians (goodness of fit p >= alpha)."""
-        return self.temperatures >= 3 and self.chi2_p >= alpha
-
-
-def _line(x, y):
-    return np.linalg.lstsq(np.stack([x, np.ones_like(x)], 1), y, rcond=None)[0]
-
-
-def arrhenius(temperatures, cells: list[tuple[np.ndarray, np.ndarray]], n_boot: int = 1000, seed: int = 0) -> Arrhenius:
-    """Fit log(median escape time) against 1/T by least squares over the temperatures with a finite
-    median; the slope's 95% interval from refits to bootstrap replicates (each temperature's chains
-    resampled, each replicate fitted over the temperatures where all its medians are finite)."""
-    T = np.asarray(temperatures, float)
-    cells = [(np.asarray(t, float), ~np.asarray(c, bool)) for t, c in cells]       # (times, observed)
-    meds = np.array([_median(t, e) for t, e in cells])
-    use = np.isfinite(meds)
-    if use.sum() < 2:
-        return Arrhenius(math.nan, math.nan, math.nan, math.nan, int(use.sum()), math.nan, math.nan)
-    x, y = 1 / T[use], np.log(meds[use])
-    slope, icpt = _line(x, y)
-    rng = np.random.default_rng(seed)
-    boot = np.empty((n_boot, int(use.sum())))
-    for j, (t, e) in enumerate(c for c, u in zip(cells, use) if u):
-        d = rng.integers(0, len(t), (n_boot, len(t)))
-        boot[:, j] = km_medians(t[d], e[d])
-    fin = np.isfinite(boot).all(1)
-    slopes = np.array([_line(x, np.log(b))[0] for b in boot[fin]])
-    se = np.log(boot[fin]).std(0) if fin.sum() > 1 else np.full(len(x), math.nan)
-    p = _chi2_p(y - (slope * x + icpt), se, len(x) - 2)
-    lo, hi = (np.quantile(slopes, [0.025, 0.975]) if len(slopes) else (math.nan, math.nan))
-    return Arrhenius(float(slope), float(lo), float(hi), float(icpt), int(use.sum()), p,
-                     float(np.log10(meds[use].max() / meds[use].min())))
-
-
-def _chi2_p(resid, se, dof) -> float:
-    from scipy.stats import chi2
-
-    if dof < 1 or not np.all(se > 0):
-        return math.nan
-    return float(chi2.sf(float(((resid / se) ** 2).sum()), dof))
-
-
 # ----------------------------------------------------------------------------- against enumeration
 def hamming_ball(states: np.ndarray, center: int, k: int) -> np.ndarray:
     """The members of {x : d(x, x*) < k} among the enumerated ``states`` (x* = states[center])."""
@@ -393,18 +290,6 @@ def exact_escape(chain, center: int, k: int) -> dict:
             "basin states": int(members.sum()), "holding": float(1 / leave[center])}
 
 
-def mean_interval(times, level: float) -> tuple[float, float, float]:
-    """(mean, low, high): the Student-t interval of the mean of uncensored escape times at ``level``.
-    With hundreds of chains the mean is close to normal even at a Bonferroni level, and the interval
-    costs no resampling (a percentile bootstrap at level 0.9997 would need tens of thousands of draws
-    to read its tails)."""
-    from scipy.stats import t as student
-
-    t = np.asarray(times, float)
-    half = student.ppf(1 - (1 - level) / 2, len(t) - 1) * t.std(ddof=1) / math.sqrt(len(t))
-    return float(t.mean()), float(t.mean() - half), float(t.mean() + half)
-
-
 def check_against_exact(table_scorer, chain, center: int, k: int, temperature: float, chains: int, seed: int,
                         level: float, max_jumps: int = 100_000, want: dict | None = None) -> dict:
     """One exactness case: the escape times from an enumerated chain's state against the exact mean,
@@ -414,7 +299,7 @@ def check_against_exact(table_scorer, chain, center: int, k: int, temperature: f
     want = want or exact_escape(chain, center, k)
     run = escape_times(table_scorer, torch.as_tensor(chain.states[center]), k, temperature, chains, math.inf, seed,
                        max_jumps=max_jumps)
-    mean, lo, hi = mean_interval(run.times, level)
+    mean, lo, hi = survival.mean_interval(run.times, level)
     inside = bool(not run.censored.any() and lo <= want["mean"] <= hi)
     return {"k": k, "temperature": temperature, "exact mean": want["mean"], "exact moves": want["moves"],
             "one-state holding time": want["holding"], "basin states": want["basin states"],

@@ -284,7 +284,7 @@ def _escape(folder: Path) -> str:
     from ..arrhenius import headline, summary
 
     h = headline(cells, fits)
-    return f" Escape by jumps ({_e(', '.join(h['models']))}): " + _e(summary(h))
+    return f" Escape from perfect traps by exact superbasin exits and jumps ({_e(', '.join(h['models']))}): " + _e(summary(h))
 
 
 def traps_preprint() -> str:

@@ -104,6 +104,19 @@ def test_k1_is_the_one_state_holding_time(small_scorer):
     assert abs(t.mean() / h[1] - 1) < 4 / math.sqrt(3000)
 
 
+def test_temperatures_reach_below_the_first_bracket_for_a_tiny_margin(small_scorer):
+    """A state whose rows are scaled down 1000-fold (a margin 1000 times smaller) needs temperatures
+    below 1e-3 for a holding time of 1e9 steps: they are found, and the holding time there is the
+    target; a target no temperature reaches raises."""
+    x = trapsearch.perfect_trap(small_scorer, small_scorer.vocab.ids[torch.tensor([[0, 1, 2, 0, 1]])])[0]
+    rows = escape.site_scores(small_scorer, x) / 1000
+    Ts = escape.temperatures_for(rows, x, small_scorer.vocab, [1e3, 1e9])
+    assert Ts[1] < 1e-3
+    assert np.allclose(escape.holding_times(rows, x, small_scorer.vocab, Ts), [1e3, 1e9], rtol=1e-6)
+    with pytest.raises(ValueError, match="out of reach"):
+        escape.temperatures_for(rows, x, small_scorer.vocab, [0.5])
+
+
 def test_margin_is_the_smallest_score_gap(small_scorer):
     from textglauber import margins
 

@@ -253,16 +253,25 @@ def margin(rows: torch.Tensor, state, vocab) -> float:
 
 
 def temperatures_for(rows: torch.Tensor, state, vocab, targets, lo: float = 1e-3, hi: float = 1e3) -> np.ndarray:
-    """The temperatures at which the exact one-state holding time equals each of ``targets`` (steps,
-    each above the holding time at T = ``hi``), by bisection on log T: the holding time falls as T
-    rises. Exact from the n rows; no chain is run."""
+    """The temperatures at which the exact one-state holding time equals each of ``targets`` (steps),
+    by bisection on log T: the holding time falls as T rises. The bracket starts at [lo, hi]; where
+    the holding time at ``lo`` is still below a target (a trap with a tiny margin), lo falls by
+    tenfold steps down to 1e-12. A target out of reach raises. Exact from the n rows; no chain is run."""
+    def hold(T):
+        return holding_times(rows, state, vocab, [T])[0]
+
     out = []
     for target in np.atleast_1d(targets):
-        a, b = math.log(lo), math.log(hi)
+        low = lo
+        while hold(low) < target and low > 1e-12:
+            low /= 10
+        if not hold(low) >= target >= hold(hi):
+            raise ValueError(f"holding time {target:g}: out of reach of this state, whose holding time is "
+                             f"{hold(hi):.3g} at T = {hi:g} and {hold(low):.3g} at T = {low:g}")
+        a, b = math.log(low), math.log(hi)
         for _ in range(60):
             mid = (a + b) / 2
-            h = holding_times(rows, state, vocab, [math.exp(mid)])[0]
-            a, b = (mid, b) if h > target else (a, mid)
+            a, b = (mid, b) if hold(math.exp(mid)) > target else (a, mid)
         out.append(math.exp((a + b) / 2))
     return np.asarray(out)
 

@@ -126,6 +126,23 @@ def test_margin_is_the_smallest_score_gap(small_scorer):
                                                                        rel=1e-5)
 
 
+def test_a_state_the_chains_keep_returning_to_joins_the_superbasin(small_scorer):
+    """With S grown to 10 members, a state come to twice waits alone (a quarter of S is 2); a state
+    that the chains keep coming back to joins S by its fourth arrival, not never (the stand-in
+    models' exactness cases at T = 0.05 once ran out of events that way: 100 exits and 100 jumps a
+    chain, between S and one state outside it)."""
+    cell = escape._Cell(small_scorer, (5, 6, 7, 8), 4, 1.0, 1e9, 256, 2)
+    for x in [(5, 6, 7, j) for j in range(9, 18)]:
+        cell.arrive(x)
+        cell.arrive(x)
+    assert len(cell.members) == 10 and not cell.pending
+    lone = (5, 6, 9, 9)
+    for arrivals in range(1, 5):
+        cell.arrive(lone)
+        assert (lone in cell.index) == (arrivals == 4), arrivals
+        assert cell.pending == ([lone] if arrivals in (2, 3) else [])
+
+
 def test_the_event_budget_censors_and_the_row_memo_changes_no_draw(small_scorer):
     """A chain stopped by the event budget is censored at the step of its last event, with no more
     events than the budget; a RowMemo gives the same times and asks the model for fewer rows across

@@ -113,11 +113,16 @@ class _Cell:
         return self.laws[x]
 
     def arrive(self, x: tuple) -> None:
+        """Count an arrival at x. A state of the ball come to ``visits`` times waits to join S; the
+        waiting states join together once they are a quarter of S (few rebuilds of the tables), or
+        at once when one of them is come to twice as often (a state the chains keep returning to
+        is not left outside)."""
         self.arrivals[x] = self.arrivals.get(x, 0) + 1
         if x not in self.index and self.arrivals[x] == self.visits:
             self.pending.append(x)
         room = self.cap - len(self.members)
-        if room > 0 and len(self.pending) >= max(1, len(self.members) // 4):
+        again = x not in self.index and self.arrivals[x] >= 2 * self.visits
+        if room > 0 and self.pending and (again or len(self.pending) >= max(1, len(self.members) // 4)):
             for y in self.pending[:room]:
                 self.index[y] = len(self.members)
                 self.members.append(y)

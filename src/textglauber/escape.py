@@ -30,7 +30,7 @@ import scipy.sparse as sp
 import torch
 
 from . import exact, survival
-from .engine import draw_from, holding_time, leave_probability, score_gap, superbasin
+from .engine import draw_from, holding_time, leave_probability, score_gap, superbasin, without
 
 LAW_BYTES = 1.5e9        # float64 conditionals of the states one cell holds at once (recomputed from rows past it)
 
@@ -38,13 +38,13 @@ LAW_BYTES = 1.5e9        # float64 conditionals of the states one cell holds at 
 class RowMemo:
     """A scorer that keeps every row it scores, keyed by (state, site): the cells of one trap at
     other temperatures and distances reuse them (raw scores do not depend on T), which changes no
-    draw. ``rows`` counts the rows the model scored, ``asked`` those the engine asked for."""
+    draw. ``rows`` counts the rows the model scored."""
 
     def __init__(self, scorer, max_bytes: float = 3e9):
         self.inner, self.vocab = scorer, scorer.vocab
         self.max_rows = int(max_bytes // (4 * scorer.vocab.size))        # float32 rows kept
         self.memo: dict[tuple, torch.Tensor] = {}
-        self.rows = self.asked = 0
+        self.rows = 0
 
     @property
     def max_length(self) -> int:
@@ -53,7 +53,6 @@ class RowMemo:
     def scores(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
         keys = [(tuple(x), i) for x, i in zip(states.tolist(), sites.tolist())]
         new = [j for j, key in enumerate(keys) if key not in self.memo]
-        self.asked += len(keys)
         fresh = {}
         if new:
             out = self.inner.scores(states[new], sites[new]).cpu()
@@ -95,7 +94,7 @@ class _Cell:
         self.arrivals: dict[tuple, int] = {}
         self.pending: list[tuple] = []
         self.tables = None
-        self.calls = self.asked = 0
+        self.calls = 0
 
     def distance(self, x: tuple) -> int:
         return sum(a != b for a, b in zip(x, self.center))
@@ -107,7 +106,7 @@ class _Cell:
                 del self.laws[next(y for y in self.laws if y not in self.index)]
             state = torch.tensor(x)
             rows = site_scores(self.scorer, state)
-            self.calls, self.asked = self.calls + 1, self.asked + len(x)
+            self.calls += 1
             pos = self.scorer.vocab.index_of(state)
             self.laws[x] = (torch.log_softmax(rows / self.T, -1), pos, leave_probability(rows, pos, self.T).numpy())
         return self.laws[x]
@@ -159,7 +158,7 @@ class _Cell:
         dt, a = superbasin.sample_exit(law, self.index[x], u[0], u[1])
         if not math.isfinite(dt):
             return dt, x
-        i = int(np.searchsorted(np.cumsum(site_exit[a]), u[2] * site_exit[a].sum(), side="right").clip(max=len(x) - 1))
+        i = int(draw_from(torch.as_tensor(site_exit[a])[None], torch.tensor([u[2]]))[0])
         p = self.law(self.members[a])[0][i].exp()
         p[[c for s, c in excluded[a] if s == i]] = 0
         return dt, self._put(self.members[a], i, p, u[3])
@@ -171,9 +170,7 @@ class _Cell:
         if not math.isfinite(dt):
             return dt, x
         i = int(draw_from(torch.as_tensor(leave)[None], torch.tensor([u[2]]))[0])
-        p = logp[i].exp()
-        p[pos[i]] = 0
-        return dt, self._put(x, i, p, u[3])
+        return dt, self._put(x, i, without(logp[i:i + 1].exp(), pos[i:i + 1])[0], u[3])
 
     def _put(self, x: tuple, i: int, weights: torch.Tensor, u: float) -> tuple:
         col = int(draw_from(weights[None], torch.tensor([u], dtype=torch.float64))[0])
@@ -226,7 +223,7 @@ def escape_times(scorer, center, k: int, temperature: float, chains: int, horizo
                 break
             cell.arrive(x)
         times[c] = t
-    return EscapeRun(k=k, times=times, censored=cens, moves=moves, exits=exits, rows=cell.asked, calls=cell.calls,
+    return EscapeRun(k=k, times=times, censored=cens, moves=moves, exits=exits, rows=cell.calls * n, calls=cell.calls,
                      distinct_states=len(cell.arrivals), basin_states=len(cell.members))
 
 

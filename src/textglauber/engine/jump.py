@@ -150,16 +150,11 @@ def jump_round(units: JumpUnits, act: torch.Tensor, clock: torch.Tensor, t_end: 
             r.rows, r.calls)
 
 
-def jumps(units: JumpUnits, gen: torch.Generator, t0: int, t1: int, max_rows: int, rounds: int | None = None,
-          clock: torch.Tensor | None = None):
+def jumps(units: JumpUnits, gen: torch.Generator, t0: int, t1: int, max_rows: int, rounds: int | None = None):
     """Every live unit from step t0 to step t1 by jumps, each on its own clock. With ``rounds``,
     it stops after that many rounds: ``rounds=1`` gives each unit's first move up to t1 only.
-    ``clock`` (float64, one entry per unit, set to t0 here) receives each unit's clock at the end:
-    the step of its last move, or t1 where it holds to the end.
     Returns (the moves of each round: (units, steps, sites, new token positions), rows, calls)."""
-    if clock is None:
-        clock = torch.empty(len(units.live), dtype=torch.float64)
-    clock.fill_(float(t0))
+    clock = torch.full((len(units.live),), float(t0), dtype=torch.float64)
     landed, rows, calls = [], 0, 0
     while rounds is None or len(landed) < rounds:
         act = (units.live & (clock < t1)).nonzero().flatten()

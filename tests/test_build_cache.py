@@ -354,9 +354,13 @@ def test_a_chapter_killed_midway_is_never_taken_for_complete(project, builder):
     builder.fake.kill = "a"                      # a complete chapter, re-executed and killed
     with pytest.raises(KeyboardInterrupt):
         builder(forced="--force")
-    assert not C.stamp_path(builder.staged, "a").exists()         # its old stamp went first
-    assert (builder.staged / "book" / "a.ipynb").read_bytes() == before
     spec = P.load_profile(PROFILE)
+    # its old stamp stays (a run that fails costs nothing that was there), but it vouches for the
+    # old results only: the half-written table makes the chapter incomplete
+    assert C.stamp_path(builder.staged, "a").exists()
+    assert not C.status(C.stamp_path(builder.staged, "a"), C.chapter_inputs(spec, PROFILE, "a", builder.results),
+                        C.executed_notebook(builder.staged, "a"), builder.results / PROFILE / "a")[0]
+    assert (builder.staged / "book" / "a.ipynb").read_bytes() == before
     with pytest.raises(SystemExit, match="reads the results of a, which are not complete"):
         builder(["b"], forced="named with --chapter")           # b will not read a's half results
     builder.fake.kill = None

@@ -61,11 +61,15 @@ def test_the_stamp_wins_and_changed_parameters_rescale_its_time(tmp_path):
     (tmp_path / "results" / "offline" / "timings.json").write_text(json.dumps({"traps": {"seconds": 999.0}}))
     [same] = lines_for(spec, ["traps"], tmp_path, runs, measure=no_probe)
     assert same.seconds == 300.0 and same.basis == "last run: 300 s"
-    # the stamp's run had half the steps of the profile's now: the time above the overhead doubles
-    cache.write_stamp(stamp, {"parameters": {**prm, "steps": prm["steps"] // 2}}, tmp_path / "none.ipynb",
-                      tmp_path / "none", 300.0)
+    # the stamp's run had half the chains of the profile's now, here and in its escape section: the
+    # time above the overhead doubles
+    half = {**prm, "chains": prm["chains"] // 2, "escape": {**prm["escape"], "chains": prm["escape"]["chains"] // 2}}
+    half["escape"]["exact_chains"] = prm["escape"]["exact_chains"] // 2
+    cache.write_stamp(stamp, {"parameters": half}, tmp_path / "none.ipynb", tmp_path / "none", 300.0)
+    ratio = estimates.chapter_work("traps", prm) / estimates.chapter_work("traps", half)
+    assert ratio == pytest.approx(2.0, rel=0.05)           # the enumerated kernels of the exactness check do not halve
     [scaled] = lines_for(spec, ["traps"], tmp_path, runs, measure=no_probe)
-    assert scaled.seconds == pytest.approx(estimates.OVERHEAD_S + (300.0 - estimates.OVERHEAD_S) * 2, rel=1e-6)
+    assert scaled.seconds == pytest.approx(estimates.OVERHEAD_S + (300.0 - estimates.OVERHEAD_S) * ratio, rel=1e-6)
     assert scaled.basis.startswith("last run: 300 s, scaled by 2x")
 
 
@@ -85,7 +89,11 @@ def test_without_a_record_the_line_is_an_estimate_that_scales_with_the_parameter
     [t1] = lines_for(traps, ["traps"], tmp_path, runs)
     traps["chapters"]["traps"]["parameters"]["steps"] *= 2
     [t2] = lines_for(traps, ["traps"], tmp_path, runs)
-    assert 1.9 < t2.seconds / t1.seconds < 2.0
+    assert 1.5 < t2.seconds / t1.seconds < 2.0                 # the escape section's chains do not double
+    traps["chapters"]["traps"]["parameters"]["escape"]["chains"] *= 2
+    traps["chapters"]["traps"]["parameters"]["escape"]["exact_chains"] *= 2
+    [t3] = lines_for(traps, ["traps"], tmp_path, runs)
+    assert 1.9 < t3.seconds / t1.seconds < 2.0
 
 
 def test_the_estimate_follows_the_probe_and_the_calibration(tmp_path):

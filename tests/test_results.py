@@ -4,13 +4,17 @@ import torch
 from textglauber import results
 
 
-def test_start_chapter_empties_the_folder_and_seeds_one_generator(tmp_path):
+def test_start_chapter_opens_a_run_on_the_folder_and_seeds_one_generator(tmp_path):
+    """The folder keeps what an earlier run wrote until this run's manifest commits it; then it
+    holds exactly what this run wrote, and the chains a chapter resumes from."""
     stale = tmp_path / "smoke" / "traps" / "old_table.parquet"
     stale.parent.mkdir(parents=True)
     stale.write_text("from an earlier run")
     (stale.parent / "chains").mkdir()                      # what a chapter resumes from is kept
     out, gen = results.start_chapter(tmp_path, "smoke", "traps", seed=7)
-    assert out == tmp_path / "smoke" / "traps" and not stale.exists() and (out / "chains").is_dir()
+    assert out == tmp_path / "smoke" / "traps" and stale.exists() and (out / "chains").is_dir()
+    results.write_manifest(out, parameters={}, models=[], seed=7, tables=[])
+    assert not stale.exists() and (out / "chains").is_dir() and (out / "manifest.json").is_file()
     expected = torch.Generator().manual_seed(7)
     assert torch.equal(torch.rand(5, generator=gen), torch.rand(5, generator=expected))
     _, other = results.start_chapter(tmp_path, "smoke", "traps", seed=8)

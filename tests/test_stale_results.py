@@ -109,7 +109,7 @@ def test_a_table_the_last_run_did_not_write_is_vouched_for_by_nothing(tmp_path, 
 
 
 # --------------------------------------------------------------------------- 1: the pieces
-def test_chapter_dir_keeps_only_what_a_run_resumes_from(tmp_path):
+def test_a_commit_keeps_only_what_a_run_resumes_from(tmp_path):
     d = tmp_path / PROFILE / "traps"
     (d / "chains").mkdir(parents=True)
     (d / "chains" / "checkpoint.pt").write_bytes(b"x")
@@ -118,7 +118,8 @@ def test_chapter_dir_keeps_only_what_a_run_resumes_from(tmp_path):
     for name in ("traps.parquet", "trajectories.parquet", "manifest.json", ".hidden"):
         (d / name).write_text("old")
     assert results.chapter_dir(tmp_path, PROFILE, "traps") == d
-    assert sorted(p.name for p in d.iterdir()) == ["chains", "chains.old-0123456789ab"]
+    results.write_manifest(d, parameters={}, models=[], seed=0, tables=[])
+    assert sorted(p.name for p in d.iterdir()) == ["chains", "chains.old-0123456789ab", "manifest.json"]
     assert (d / "chains" / "checkpoint.pt").read_bytes() == b"x"
     assert results.chapter_dir(tmp_path, PROFILE, "new").is_dir()
 
@@ -140,20 +141,20 @@ def test_findings_read_only_listed_tables_of_finished_runs(tmp_path):
     results.write_manifest(gt, parameters={}, models=[], seed=0, tables=["ground_truth"])
     assert len(findings._table(gt, "ground_truth")) == 1
     _chapter(root, "bounds", ["alpha"], listed=None)                       # no manifest: did not finish
-    assert not findings.finished(root / PROFILE / "bounds", None)
-    assert findings.finished(root / PROFILE / "cost", None)                # writes no folder of its own
-    assert findings.finished(gt, None)
+    assert findings.unfinished(root / PROFILE / "bounds", None)
+    assert not findings.unfinished(root / PROFILE / "cost", None)          # writes no folder of its own
+    assert not findings.unfinished(gt, None)
     # with the build's stamps: one per chapter, recording this very manifest
-    assert not findings.finished(gt, stamps / "ground_truth.json")
+    assert findings.unfinished(gt, stamps / "ground_truth.json")
     C.write_stamp(stamps / "ground_truth.json", {}, tmp_path / "none.ipynb", gt, 1.0)
     C.write_stamp(stamps / "cost.json", {}, tmp_path / "none.ipynb", root / PROFILE / "cost", 1.0)
-    assert findings.finished(gt, stamps / "ground_truth.json")
-    assert findings.finished(root / PROFILE / "cost", stamps / "cost.json")
+    assert not findings.unfinished(gt, stamps / "ground_truth.json")
+    assert not findings.unfinished(root / PROFILE / "cost", stamps / "cost.json")
     time.sleep(1.1)                                # another run's manifest (its time differs)
     results.write_manifest(gt, parameters={}, models=[], seed=0, tables=["ground_truth"])
-    assert not findings.finished(gt, stamps / "ground_truth.json")
+    assert findings.unfinished(gt, stamps / "ground_truth.json")
     f = findings.collect(root, PROFILE, stamps=stamps)
-    assert {r["chapter"]: r["this run"] for r in f.rows}["ground_truth"] == "Not run in this build."
+    assert {r["chapter"]: r["this run"] for r in f.rows}["ground_truth"].startswith("Not read:")   # not its stamp's
     assert f.models == [] and f.commits == {}
     assert findings._table(gt, "ground_truth") is not None              # outside collect, as before
 
@@ -163,7 +164,7 @@ def test_stamps_and_readers_keys_leave_out_unlisted_tables(tmp_path):
     (folder / "chains").mkdir()
     (folder / "chains" / "chunk.npz").write_bytes(b"c")
     assert C.unlisted_tables(folder) == ["stale.parquet"]
-    assert set(C.vouched_digests(folder)) == {"alpha.parquet", "manifest.json", "chains/chunk.npz"}
+    assert set(C.vouched_digests(folder)) == {"alpha.parquet", "manifest.json"}   # chains are a cache, no result
     assert set(C.results_digests(folder)) == set(C.vouched_digests(folder))
     before = C.results_digests(folder)
     (folder / "stale.parquet").write_text("changed")                       # no reader's key moves

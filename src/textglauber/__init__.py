@@ -8,7 +8,9 @@ Foundations (import little or nothing of the project)
 - ``provenance``   commit, package versions, machine, digests, atomic JSON
 - ``reach``        the library files a notebook can reach (what a chapter's results depend on)
 - ``device``       the one place where device and dtype are decided
-- ``results``      a chapter's results folder, its tables and manifest; ``start_chapter``
+- ``lockfile``     one process at a time for a profile's results (the build, or papermill by hand)
+- ``results``      a chapter's results folder, its tables and manifest, replaced only by a run that
+                   succeeds; ``start_chapter``
 - ``config_errors``, ``schema``, ``params``   profiles, their schema and the parameters a chapter runs with
 - ``hub``, ``corpus``, ``vocabulary``         hub checks, seed passages, the allowed vocabulary A
 - ``stats``, ``tables``, ``figures``, ``reported``   intervals, page tables, page figures, the preprint's numbers

@@ -17,13 +17,15 @@ FAMILY_MISS = 0.01       # the exactness check's family-wise chance of a miss by
 
 def find_traps(scorer, n: int, count: int, gen: torch.Generator, batches: int = 4) -> list[torch.Tensor]:
     """Up to ``count`` distinct perfect traps (argmax fixed points) of length n, in the order coordinate
-    ascent reached them from random starts drawn from ``gen`` (2 x count starts a batch)."""
+    ascent reached them from random starts drawn from ``gen`` (2 x count starts a batch). A batch
+    none of whose starts converges is passed over (:class:`~textglauber.trapsearch.NoFixedPoint`);
+    any other error, such as a length the model cannot take, propagates."""
     found: dict[tuple, None] = {}
     for _ in range(batches):
         starts = scorer.vocab.ids[torch.randint(scorer.vocab.size, (2 * count, n), generator=gen)]
         try:
             fixed = trapsearch.perfect_trap(scorer, starts)
-        except RuntimeError:
+        except trapsearch.NoFixedPoint:
             continue
         found.update(dict.fromkeys(tuple(r) for r in fixed.tolist()))
         if len(found) >= count:

@@ -264,19 +264,22 @@ def budget_sentence(gain: pd.DataFrame, reference_sweeps: float, budget_sweeps: 
 
 def tstar_line(bounds_dir, model: str, boundary, kappa: float) -> str:
     """T*-hat from the bounds chapter's results (if any) against the fast temperature at its length."""
-    import json
     from pathlib import Path
 
+    from .results import NotThisRun, read_manifest, vouched_table
+
     bounds_dir = Path(bounds_dir)
-    alpha = bounds_dir / "alpha.parquet"
-    if not alpha.exists() or not (bounds_dir / "manifest.json").exists():
+    if not (bounds_dir / "alpha.parquet").exists() or read_manifest(bounds_dir) is None:
         return "The bounds chapter has no results for this profile, so T* is not set against the fast temperature here"
-    tab = pd.read_parquet(alpha)
+    try:
+        tab = vouched_table(bounds_dir, "alpha")
+    except NotThisRun as exc:
+        return f"T* is not set against the fast temperature here: {exc}"
     mine = tab[tab.model == model]
     if not len(mine):
         return (f"The bounds chapter of this profile did not estimate T* for {model}, so it is not set against the fast "
                 "temperature here")
-    bounds_n = int(json.loads((bounds_dir / "manifest.json").read_text())["parameters"]["seq_len"])
+    bounds_n = int(read_manifest(bounds_dir)["parameters"]["seq_len"])
     return tstar_sentence(tstar_comparison(float(mine.t_star.iloc[0]), bounds_n, boundary), model, kappa)
 
 

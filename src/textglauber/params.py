@@ -213,68 +213,70 @@ def chapter_parameters(profile: str, chapter: str, results_root: str | Path | No
     return params
 
 
-MODEL_KEYS = ("model", "models", "models_", "mlms", "control", "classifier", "topic_scorer")
+def model_names(params: dict, notebook: str | None = None) -> list[str]:
+    """The models a chapter's parameters name, at any depth (:func:`textglauber.schema.model_refs`;
+    ``notebook``: the chapter's, where the caller knows it), that
+    :func:`textglauber.models.resolve` is asked for by name: every model entry's ``name``, an
+    ``nli:`` scorer's model and a ``sentence:`` embedder's
+    (not a ``sentence:package:`` one, an installed package that is no model name, nor an
+    ``embedding:`` scorer's or the training run a chapter describes: see
+    :func:`textglauber.build.stamps.models_read` for every model a chapter reads)."""
+    from .schema import model_refs
+
+    return [r.name for r in model_refs(notebook, params)
+            if r.via in ("", "nli") or (r.via == "sentence" and not r.name.startswith("package:"))]
 
 
-def model_names(params: dict) -> list[str]:
-    """Every model a chapter's parameters name (for the pre-flight check)."""
-    names = []
-    for key, val in params.items():
-        if key in MODEL_KEYS:
-            items = val if isinstance(val, list) else [val]
-            for it in items:
-                if isinstance(it, dict) and "name" in it:
-                    names.append(it["name"])
-                    emb = str(it.get("embedder", ""))
-                    if emb.startswith("sentence:") and not emb.startswith("sentence:package:"):
-                        names.append(emb.split(":", 1)[1])
-                elif isinstance(it, str) and it.startswith("nli:"):
-                    names.append(it.split(":", 1)[1])
-                elif isinstance(it, str) and it and not it.startswith("embedding:"):
-                    names.append(it)
-    return names
+def corpus_names(params: dict, notebook: str | None = None) -> list[str]:
+    """Every corpus a chapter's model entries name, at any depth (for the pre-flight check)."""
+    from .schema import model_refs
+
+    return [r.corpus for r in model_refs(notebook, params) if r.corpus]
 
 
-def corpus_names(params: dict) -> list[str]:
-    """Every corpus a chapter's parameters name (for the pre-flight check)."""
-    names = []
-    for key, val in params.items():
-        if key in MODEL_KEYS:
-            for it in (val if isinstance(val, list) else [val]):
-                if isinstance(it, dict) and it.get("corpus"):
-                    names.append(str(it["corpus"]))
-    return names
-
-
-WINDOW_KEYS = ("seq_len", "lengths", "coupling_lengths")   # the window lengths a chapter cuts from its corpora
+def chapter_notebooks(profile: str) -> dict[str, str]:
+    """{chapter: notebook} of a profile, for the callers that hold only a chapter's parameters;
+    empty where the profile cannot be loaded (the models are then found from the parameters alone,
+    :func:`textglauber.schema.model_refs`)."""
+    try:
+        spec = load_profile(profile)
+    except ValueError:
+        return {}
+    return {ch: entry.get("notebook") for ch, entry in spec["chapters"].items()}
 
 
 def window_problems(profile: str, chapters: list[str]) -> list[str]:
     """For the pre-flight: windows longer than a chapter's corpus can give, one line each.
 
-    The corpora are read (no model is): a window of n tokens needs n tokens in the corpus (texts
-    shorter than n are joined, :func:`textglauber.corpus.windows`), and no tokenizer cuts more
-    tokens from a text than it has UTF-8 bytes, plus one (the space byte-level BPE puts in front).
-    A corpus that cannot be read is left to the availability check."""
+    Every length asked of a model that names a corpus (:func:`textglauber.schema.model_refs`: the
+    window-length keys beside it, at any depth) is set against that corpus; the corpora are read
+    (no model is): a window of n tokens needs n tokens in the corpus (texts shorter than n are
+    joined, :func:`textglauber.corpus.windows`), and no tokenizer cuts more tokens from a text than
+    it has UTF-8 bytes, plus one (the space byte-level BPE puts in front). A corpus that cannot be
+    read is left to the availability check."""
     from . import corpus
+    from .schema import model_refs
 
     held: dict[str, tuple[int, int] | None] = {}
+    notebooks = chapter_notebooks(profile)
     out = []
     for ch in chapters:
         prm = chapter_parameters(profile, ch)
-        longest = {k: max(v) if isinstance(v, list) else v for k, v in prm.items() if k in WINDOW_KEYS and v}
-        for src in sorted(set(corpus_names(prm))):
+        asked = {}
+        for ref in model_refs(notebooks.get(ch), prm):
+            for key, value, n in (ref.lengths if ref.corpus else ()):
+                asked.setdefault((ref.corpus, key), (value, n))
+        for (src, key), (value, n) in asked.items():
             if src not in held:
                 try:
                     texts = corpus.texts(src)
                     held[src] = (sum(len(t.encode("utf-8")) + 1 for t in texts), len(texts))
                 except Exception:       # missing or unreadable: the availability check names it
                     held[src] = None
-            for key, n in longest.items():
-                if held[src] is not None and n > held[src][0]:
-                    out.append(f"{where(profile_path(profile))}: chapter {ch!r}: {key} = {prm[key]}: a window of {n} "
-                               f"tokens is longer than corpus {src!r} holds (at most {held[src][0]} tokens in its "
-                               f"{held[src][1]} texts)")
+            if held[src] is not None and n > held[src][0]:
+                out.append(f"{where(profile_path(profile))}: chapter {ch!r}: {key} = {value}: a window of {n} "
+                           f"tokens is longer than corpus {src!r} holds (at most {held[src][0]} tokens in its "
+                           f"{held[src][1]} texts)")
     return out
 
 

@@ -1,7 +1,17 @@
 """Results are build products: ``results/<profile>/<chapter>/`` holds parquet tables and a
-``manifest.json`` that says how they were made (commit, parameters, models, seed, versions)."""
+``manifest.json`` that says how they were made (commit, parameters, models, seed, the tables and
+their digests, versions).
+
+A run never costs the last good result: :func:`start_chapter` takes the profile's lock (the build's,
+or its own for a papermill run by hand) and opens a run on the chapter's folder, whose tables go to
+a staging folder beside it; the manifest, written last, commits them in place of the folder's old
+contents (:func:`commit`). A run that fails, however it fails, leaves the folder as it was, and
+the next run clears what it left (:func:`recover`). Readers take a table only where its manifest
+lists it with the digest of its bytes (:func:`vouched_table`). A file that cannot be written is one
+line naming it and the fix (:class:`ResultsWriteError`)."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -10,9 +20,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from .provenance import git_commit, versions
+from . import lockfile
+from .provenance import file_digest, git_commit, versions
 
 RESUMABLE = ("chains",)        # folders a chapter resumes from (engine.run's chunks and checkpoint)
+LOCK_NAME = "build.lock"       # one run of a profile at a time: the build's lock in the profile's results folder
+_open: dict[Path, Path] = {}   # a chapter folder whose run is open -> the staging folder its tables go to
+
+
+class ResultsWriteError(OSError):
+    """A result file could not be written: one line naming the file, why and the fix."""
 
 
 def resumable(name: str) -> bool:
@@ -21,54 +38,158 @@ def resumable(name: str) -> bool:
     return any(name == r or name.startswith(f"{r}.old-") for r in RESUMABLE)
 
 
-def chapter_dir(results_root: str | Path, profile: str, chapter: str) -> Path:
-    """The chapter's results folder, emptied of everything an earlier run wrote except what it
-    resumes from (:data:`RESUMABLE`). Every chapter calls this first, so its folder holds exactly
-    what its last run wrote: a table that this run does not write (traps found at one temperature
-    and none at another) is gone, inside the build or in a papermill run outside it. Until the
-    run writes its manifest (last), the folder has none, and nothing takes it for finished."""
-    d = Path(results_root) / profile / chapter
-    d.mkdir(parents=True, exist_ok=True)
-    for entry in sorted(d.iterdir(), key=lambda e: (e.name != "manifest.json", e.name)):   # the manifest first
-        if resumable(entry.name):
+def staging_dir(final: Path) -> Path:
+    """Where an open run of the chapter folder ``final`` writes its tables: a hidden folder beside
+    it, of this process."""
+    return final.with_name(f".{final.name}.run-{os.getpid()}")
+
+
+def _leftovers(final: Path, kind: str) -> list[Path]:
+    return sorted(final.parent.glob(f".{final.name}.{kind}-*")) if final.parent.is_dir() else []
+
+
+def recover(final: Path) -> None:
+    """Put a chapter folder back as its last good run left it, after a run that failed or a commit
+    that was killed: a failed run's staging folders go (they are no results), and where a commit
+    was killed between its two renames the folder it had moved aside comes back (its stamp vouches
+    for it); the resumable folders of a commit killed before it moved them come back too."""
+    for old in _leftovers(final, "old"):
+        if not final.exists():
+            os.replace(old, final)
             continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
-    return d
+        for entry in old.iterdir():
+            if resumable(entry.name) and not (final / entry.name).exists():
+                os.replace(entry, final / entry.name)
+        shutil.rmtree(old)
+    for run in _leftovers(final, "run"):
+        if run.resolve() not in {s.resolve() for s in _open.values()}:
+            shutil.rmtree(run)
+
+
+def chapter_dir(results_root: str | Path, profile: str, chapter: str) -> Path:
+    """The chapter's results folder, with a run opened on it: until the run commits (its manifest,
+    written last by :func:`write_manifest`), its tables go to a staging folder beside it
+    (:func:`staging_dir`) and the folder keeps the last good run's tables and manifest untouched,
+    so a run that fails costs nothing that was there. The commit replaces the folder's contents
+    with exactly what this run wrote, keeping only what a run resumes from (:data:`RESUMABLE`, which
+    a run writes in place, under the folder itself). Every chapter calls this first."""
+    final = Path(results_root) / profile / chapter
+    final.parent.mkdir(parents=True, exist_ok=True)
+    recover(final)
+    final.mkdir(exist_ok=True)
+    staging = staging_dir(final)
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir()
+    _open[final.resolve()] = staging
+    return final
+
+
+def _target(folder: Path) -> Path:
+    """Where a table of ``folder`` is written now: its open run's staging folder, else itself."""
+    return _open.get(Path(folder).resolve(), Path(folder))
+
+
+def commit(final: Path) -> None:
+    """Replace the chapter folder ``final`` by its open run's staging folder: two renames (the old
+    folder aside, the new one in its place), then the resumable folders moved over and the old
+    folder removed. A kill between any two steps is mended by :func:`recover`."""
+    final = Path(final)
+    staging = _open.pop(final.resolve())
+    old = final.with_name(f".{final.name}.old-{os.getpid()}")
+    os.replace(final, old)
+    os.replace(staging, final)
+    for entry in old.iterdir():
+        if resumable(entry.name):
+            os.replace(entry, final / entry.name)
+    shutil.rmtree(old)
+
+
+def _fix(exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return "free space on that disk (or give the build another --results folder) and run the chapter again"
+    return "make the folder writable and run the chapter again"
+
+
+def _write(path: Path, write) -> Path:
+    """``write(path)``, or one line naming the file, why and the fix; no part of a file stays."""
+    try:
+        write(path)
+    except OSError as exc:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise ResultsWriteError(f"{path}: could not be written ({exc.strerror or exc}); {_fix(exc)}; "
+                                "the chapter's last complete results are kept") from None
+    return path
 
 
 def write_manifest(folder: str | Path, *, parameters: dict, models: list[dict], seed: int,
                    tables: list[str], notes: list[str] | None = None, name: str = "manifest.json",
                    extra: dict | None = None) -> Path:
-    """The JSON record beside a run's tables: time, commit, parameters, models, seed, tables,
-    versions, notes, and any ``extra`` fields (the benchmark adds its command and machine)."""
+    """The JSON record beside a run's tables: time, commit, parameters, models, seed, tables and
+    their SHA-256 digests, versions, notes, and any ``extra`` fields (the benchmark adds its
+    command and machine). Written last: where the folder's run is open (:func:`chapter_dir`), it
+    commits the run, replacing the folder's last results with this run's (:func:`commit`)."""
     folder = Path(folder)
+    target = _target(folder)
+    digests = {t: file_digest(target / f"{t}.parquet") for t in tables if (target / f"{t}.parquet").is_file()}
     manifest = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "git": git_commit(), "parameters": parameters, "models": models, "seed": seed,
-                "tables": tables, "versions": versions(), "notes": notes or [], **(extra or {})}
-    path = folder / name
-    tmp = folder / f".{name}.tmp"            # whole or not at all: the manifest is what says a run finished
-    tmp.write_text(json.dumps(manifest, indent=2, default=str))
-    os.replace(tmp, path)
-    return path
+                "tables": tables, "digests": digests, "versions": versions(), "notes": notes or [], **(extra or {})}
+    tmp = target / f".{name}.tmp"            # whole or not at all: the manifest is what says a run finished
+    _write(tmp, lambda p: p.write_text(json.dumps(manifest, indent=2, default=str)))
+    os.replace(tmp, target / name)
+    if target != folder:
+        commit(folder)
+    return folder / name
+
+
+def read_manifest(folder: str | Path) -> dict | None:
+    """A chapter's manifest, or None where it has none that reads as a JSON mapping."""
+    try:
+        found = json.loads((Path(folder) / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def listed_tables(folder: str | Path) -> list[str] | None:
     """The tables a chapter's manifest lists (its run wrote them), or None without a readable
     manifest. A table in the folder that the manifest does not list is no result of that run."""
-    try:
-        tables = json.loads((Path(folder) / "manifest.json").read_text()).get("tables")
-    except (OSError, ValueError, AttributeError):
+    manifest = read_manifest(folder)
+    if manifest is None:
         return None
+    tables = manifest.get("tables")
     return [str(t) for t in tables] if isinstance(tables, list) else []
 
 
+class NotThisRun(ValueError):
+    """A table that is not the one its chapter's last run wrote (one line: which and why)."""
+
+
+def vouched_table(folder: str | Path, name: str) -> pd.DataFrame:
+    """The table ``name`` of a chapter's results folder, read only where its manifest lists it and
+    its bytes are the ones that run wrote (the manifest's digest); else :class:`NotThisRun`. A
+    table copied in from another run, or left by a run that failed, is read by no one."""
+    folder = Path(folder)
+    path = folder / f"{name}.parquet"
+    manifest = read_manifest(folder)
+    if manifest is None:
+        raise NotThisRun(f"{path}: not read: its folder has no readable manifest.json (no finished run wrote it)")
+    if name not in (manifest.get("tables") or []) or not path.is_file():
+        raise NotThisRun(f"{path}: not read: the manifest of its folder's last run does not list it")
+    wanted = (manifest.get("digests") or {}).get(name)
+    if wanted is not None and file_digest(path) != wanted:
+        raise NotThisRun(f"{path}: not read: its bytes are not those its folder's last run wrote (the digest "
+                         "differs from its manifest's); run the chapter again")
+    return pd.read_parquet(path)
+
+
 def write_table(df: pd.DataFrame, folder: str | Path, name: str) -> Path:
-    path = Path(folder) / f"{name}.parquet"
-    df.to_parquet(path, index=False)
-    return path
+    """One table as parquet, into the folder's open run (:func:`chapter_dir`) where it has one."""
+    return _write(_target(Path(folder)) / f"{name}.parquet", lambda p: df.to_parquet(p, index=False))
 
 
 def write_tables(folder: str | Path, frames: dict) -> list[str]:
@@ -82,10 +203,30 @@ def write_tables(folder: str | Path, frames: dict) -> list[str]:
     return written
 
 
+def claim_profile(results_root: str | Path, profile: str) -> None:
+    """One run of a profile at a time, inside the build or outside it: a chapter whose kernel the
+    build started runs under the build's lock (:func:`textglauber.lockfile.held_by_parent_build`);
+    any other run (papermill by hand) takes the same lock for as long as its kernel lives, and is
+    refused in one line while a build or another run holds it."""
+    import atexit
+
+    lock = Path(results_root) / profile / LOCK_NAME
+    if lockfile.held_by_parent_build(lock):
+        return
+    found = lockfile.holder(lock)
+    if found is not None and found.get("pid") == os.getpid() and found.get("start") == lockfile.process_start(os.getpid()):
+        return                                    # taken already by this kernel's earlier chapter
+    try:
+        lockfile.acquire(lock, f"profile {profile!r}")
+    except lockfile.Busy as exc:
+        raise lockfile.Busy(f"{exc}; this chapter would overwrite that run's results, so nothing was run") from None
+    atexit.register(lockfile.release, lock)
+
+
 def start_chapter(results_root: str | Path, profile: str, chapter: str, seed: int):
-    """What every chapter does first: quiet warnings, the book's figure style, the chapter's
-    emptied results folder (:func:`chapter_dir`) and the run's one seeded generator.
-    Returns ``(out, gen)``."""
+    """What every chapter does first: quiet warnings, the book's figure style, the profile's lock
+    (:func:`claim_profile`), the chapter's results folder with a run opened on it
+    (:func:`chapter_dir`) and the run's one seeded generator. Returns ``(out, gen)``."""
     import warnings
 
     import torch
@@ -94,5 +235,6 @@ def start_chapter(results_root: str | Path, profile: str, chapter: str, seed: in
 
     warnings.filterwarnings("ignore")
     figures.setup()                                # text no smaller than the page's small text
+    claim_profile(results_root, profile)
     out = chapter_dir(results_root, profile, chapter)
     return out, torch.Generator().manual_seed(int(seed))

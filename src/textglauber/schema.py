@@ -16,8 +16,9 @@ receive no parameter it does not declare. The checks the notebooks and the libra
 time on the parameters alone (``fixed_t`` within the hitting-time budget, ``window`` spanning
 two records, ``steps`` a multiple of ``score_every``, ...) are relations here, so they fail
 before a model loads; what depends on a model or a corpus (a window longer than the corpus
-holds, a token the vocabulary lacks) is the pre-flight's (:func:`textglauber.params.window_problems`)
-or the run's.
+holds, a token the vocabulary lacks) is the pre-flight's (:mod:`textglauber.build.preflight`), over
+every model the parameters name, at any depth: :func:`model_refs` finds them by their types
+(:class:`ModelEntry`, the strings marked :class:`NamesModels`) with the tokens and lengths asked of each.
 
 A problem is one line: ``params/smoke.yaml: chapter 'incompatibility': temperature = nan: must
 be a finite number > 0`` (:func:`textglauber.params.check_profile` raises :class:`ProfileError` with
@@ -26,12 +27,14 @@ one line per problem).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import json
 import math
 import re
 import types
 import typing
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Optional
@@ -137,9 +140,56 @@ PosNum = Num(gt=0)
 Seed = Int(ge=0, le=2**32 - 1)
 ProfileName = Text(NAME_RE, "a name of letters, digits, _ and - (a file params/NAME.yaml)")
 ChapterName = Text(NAME_RE, "a name of letters, digits, _ and -")
+
+
+# ----- what a value names, marked on its type (read by model_refs below, ignored by pydantic)
+class _Mark:
+    """A marker in a type's ``Annotated[...]`` metadata: what a value of that type is to the models."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __repr__(self) -> str:
+        return f"<{self.what}>"
+
+
+IN_VOCABULARY = _Mark("tokens that must be in the vocabulary of the model whose entry holds them")
+CONTENT_LENGTH = _Mark("content tokens asked of the models of the mapping that holds it")
+CORPUS = _Mark("the corpus of the model whose entry holds it")
+
+
+@dataclass(frozen=True)
+class NamesModels:
+    """A marker in a string type's metadata: such a string names a model. ``prefixes`` maps a
+    ``KIND`` of ``KIND:NAME`` to the role of the model NAME (a string with none of them names no
+    model: an embedder ``self``); ``template`` makes any non-empty string name the model
+    ``template.format(value)`` in ``role`` (a training run ``tiny`` names ``trained:tiny``)."""
+
+    prefixes: tuple[tuple[str, str], ...] = ()
+    template: str = ""
+    role: str = ""
+
+    def named(self, value: str) -> tuple[str, str, str] | None:
+        """(model name, role, how it was named: the prefix or the template's) or None."""
+        kind, sep, rest = value.partition(":")
+        for prefix, role in self.prefixes:
+            if sep and kind == prefix and rest:
+                return rest, role, prefix
+        if self.template and value:
+            return self.template.format(value), self.role, self.template.partition(":")[0]
+        return None
+
+
+def Length(tp: Any) -> Any:
+    """``tp`` (an integer or a list of them) read as lengths in content tokens that the models named
+    beside it (in the same mapping, or the entry itself) must take: the pre-flight checks them."""
+    return Annotated[tp, CONTENT_LENGTH]
+
+
 ModelName = Text(r"^\S(.*\S)?$", "a model name: a non-empty string without surrounding spaces")
-CorpusName = Text(r"^\S(.*\S)?$", "a corpus name or path: a non-empty string without surrounding spaces")
-Token = Text(None, "a token: a non-empty string")
+CorpusName = Annotated[Text(r"^\S(.*\S)?$", "a corpus name or path: a non-empty string without surrounding spaces"),
+                       CORPUS]
+Token = Annotated[Text(None, "a token: a non-empty string"), IN_VOCABULARY]
 Temperatures = ListOf(PosNum, "finite numbers > 0")
 Device = Text(r"^(auto|cpu|mps|cuda(:[0-9]+)?)$", "'auto', 'cpu', 'mps', 'cuda' or 'cuda:N'")
 DType = OneOf("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
@@ -219,7 +269,18 @@ class DerivedProfile(Closed):
 
 
 # ----- the models chapters name
-class ModelSpec(Closed):
+class ModelEntry(Closed):
+    """A mapping that names one model (its ``name``) in a role: every subclass, wherever a chapter's
+    model declares it, is found by :func:`model_refs`. ``role`` is a key of
+    ``textglauber.models.ROLES``; a subclass whose role depends on its values overrides :meth:`role_of`."""
+    role: ClassVar[str] = "mlm"
+
+    @classmethod
+    def role_of(cls, value: dict) -> str:
+        return cls.role
+
+
+class ModelSpec(ModelEntry):
     """A masked LM and how its allowed vocabulary is cut (:func:`textglauber.models.open_mlm`)."""
     noun: ClassVar[str] = "a key of a model entry"
     name: ModelName
@@ -237,7 +298,7 @@ class IncompatibilityModel(CorpusModel):
     rectangles: PosInt = None          # this model's own rectangle count
 
 
-class Control(Closed):
+class Control(ModelEntry):
     """The joint-model control: a causal LM over its corpus's most frequent tokens."""
     noun: ClassVar[str] = "a key of the control"
     name: ModelName
@@ -247,12 +308,17 @@ class Control(Closed):
     candidates: Int(ge=2) = 24
     noise: Num(ge=0) = 0.0
 
+    @classmethod
+    def role_of(cls, value: dict) -> str:
+        return "causal" if value.get("kind") == "causal" else "mlm"       # as rectangle.py reads kind
+
 
 class BoundsModel(CorpusModel):
     drift_token: Token
 
 
-Embedder = Text(r"^(self|hamming|sentence:\S+)$", "'self', 'hamming' or 'sentence:NAME'")
+Embedder = Annotated[Text(r"^(self|hamming|sentence:\S+)$", "'self', 'hamming' or 'sentence:NAME'"),
+                     NamesModels(prefixes=(("sentence", "sentence"),))]
 
 
 class EmbeddedModel(CorpusModel):
@@ -262,7 +328,7 @@ class EmbeddedModel(CorpusModel):
 class ExactModel(ModelSpec):
     """A model restricted to a few tokens at a short length: every state enumerated."""
     tokens: ListOf(Token, "tokens", min_length=2, distinct=True)
-    n: Int(ge=2)
+    n: Length(Int(ge=2))
 
 
 # ----- the chapters
@@ -278,16 +344,20 @@ class Chapter(Closed):
     on_missing_model: MissingModel
 
 
+TrainingRun = Annotated[Text(r"^([A-Za-z0-9_-]+)?$", "'' or a training preset name", min_length=0),
+                        NamesModels(template="trained:{}", role="mlm")]
+
+
 class Incompatibility(Chapter):
     mlms: ListOf(IncompatibilityModel, "model entries {name, corpus, ...}")
     control: Optional[Control]
-    seq_len: Int(ge=2)                 # a rectangle changes two distinct sites
+    seq_len: Length(Int(ge=2))         # a rectangle changes two distinct sites
     n_rectangles: PosInt
     top_k: PosInt
     temperature: PosNum
     grid_k: Int(ge=0)
     n_grids: Count0
-    training_run: Text(r"^([A-Za-z0-9_-]+)?$", "'' or a training preset name", min_length=0)
+    training_run: TrainingRun
 
     @model_validator(mode="after")
     def _relations(self):
@@ -305,7 +375,7 @@ class Incompatibility(Chapter):
 
 class Bounds(Chapter):
     mlms: ListOf(BoundsModel, "model entries {name, corpus, drift_token, ...}")
-    seq_len: Int(ge=2)                 # influence compares sites i != j
+    seq_len: Length(Int(ge=2))         # influence compares sites i != j
     n_contexts: PosInt
     top_k: PosInt
     extra: Count0
@@ -322,7 +392,7 @@ class Bounds(Chapter):
         return self
 
 
-Lengths = ListOf(Int(ge=2), "integers >= 2", min_length=2, distinct=True)
+Lengths = Length(ListOf(Int(ge=2), "integers >= 2", min_length=2, distinct=True))
 Drift = Num(gt=0, lt=2)                # 1 - cos lies in [0, 2]
 
 
@@ -336,7 +406,7 @@ class Crossover(Chapter):
     delta: Drift
     delta_sensitivity: ListOf(Drift, "finite numbers in (0, 2)")
     fixed_t: PosInt
-    coupling_lengths: ListOf(Int(ge=2), "integers >= 2", min_length=2, distinct=True, nullable=True)
+    coupling_lengths: Length(ListOf(Int(ge=2), "integers >= 2", min_length=2, distinct=True, nullable=True))
     coupling_temperatures: Temperatures
     pairs: PosInt
     budget_sweeps: PosNum
@@ -370,7 +440,7 @@ class Escape(Closed):
     """Chapter 5's escape section (:mod:`textglauber.arrhenius`)."""
     noun: ClassVar[str] = "a key of escape"
     models: ListOf(ModelSpec, "model entries {name, ...}")
-    seq_len: Int(ge=2)
+    seq_len: Length(Int(ge=2))
     traps: PosInt
     chains: Int(ge=2)
     distances: ListOf(PosInt, "integers >= 1", distinct=True)
@@ -397,12 +467,21 @@ class Escape(Closed):
             if len(m.tokens) ** m.n > MAX_STATES:
                 raise relation(f"exact_models[{k}].n", m.n, f"must keep len(tokens)^n = {len(m.tokens)}^{m.n} "
                                                                    f"within {MAX_STATES} enumerated states")
+        # every distance is checked on every enumerated model: one wider than a model's n sites is a
+        # ball no chain of it can leave, and its case would not run (arrhenius.exact_cases skips it)
+        low = min(range(len(self.exact_models)), key=lambda j: self.exact_models[j].n)
+        n = self.exact_models[low].n
+        for k, d in enumerate(self.exact_distances):
+            if d > n:
+                raise relation(f"exact_distances[{k}]", d,
+                               f"must be at most the smallest exact model's n = {n} (escape.exact_models[{low}].n): "
+                               "each distance is checked on every exact model, and none can move further than its n sites")
         return self
 
 
 class Traps(Chapter):
     model: EmbeddedModel
-    seq_len: PosInt
+    seq_len: Length(PosInt)
     chains: PosInt
     steps: PosInt
     temperature: PosNum
@@ -424,7 +503,8 @@ class Traps(Chapter):
         return self
 
 
-TopicScorer = Text(r"^(nli|embedding):\S+$", "'nli:NAME' or 'embedding:NAME'")
+TopicScorer = Annotated[Text(r"^(nli|embedding):\S+$", "'nli:NAME' or 'embedding:NAME'"),
+                        NamesModels(prefixes=(("nli", "nli"), ("embedding", "sentence")))]
 Label = Text(None, "a label: a non-empty string")
 
 
@@ -445,7 +525,7 @@ class Basins(Chapter):
     seed_topics: ListOf(Label, "seed topics", distinct=True)
     seeds_per_topic: PosInt
     chains_per_seed: PosInt
-    seq_len: PosInt
+    seq_len: Length(PosInt)
     steps: PosInt
     score_every: PosInt
     temperature: PosNum
@@ -596,6 +676,191 @@ def schema_mismatch(notebook: str, root: Path) -> str | None:
         return None
     return (f"{notebook}: " + "; ".join(lines) + f" (textglauber.schema.{CHAPTERS[notebook].__name__} declares "
             "exactly the cell's names: change both together)")
+
+
+# --------------------------------------------------------------------------- the models a chapter names
+@dataclass(frozen=True)
+class ModelRef:
+    """One model a chapter's parameters name, found by its type (:func:`model_refs`).
+
+    ``key``: the dotted key of the entry or string that names it (``escape.exact_models[0]``,
+    ``model.embedder``); ``role``: a key of ``textglauber.models.ROLES``; ``tokens``: (dotted key,
+    value as written, tokens) of the tokens that must be in its vocabulary; ``lengths``: (dotted
+    key, value as written, longest) of the content lengths asked of it: the entry's own where it
+    states one (an exact model's ``n``), else those of the mapping that names it (``escape.seq_len``
+    for ``escape.models``, the chapter's ``seq_len`` for its ``mlms``); ``corpus``: its entry's
+    corpus; ``via``: how a string named it (its ``KIND:`` prefix, ``trained`` for a training run),
+    '' for an entry's ``name``."""
+
+    key: str
+    name: str
+    role: str
+    tokens: tuple[tuple[str, Any, tuple[str, ...]], ...] = ()
+    lengths: tuple[tuple[str, Any, int], ...] = ()
+    corpus: str | None = None
+    via: str = ""
+
+
+def model_refs(notebook: str | None, params: dict) -> list[ModelRef]:
+    """Every model a chapter's parameters name, at any depth, found by the types of
+    ``CHAPTERS[notebook]``: a :class:`ModelEntry` anywhere (in a list, a nested section such as
+    ``escape``, an Optional) and a string whose type is marked :class:`NamesModels`. A new field of
+    those types is found without a change here. The notebook's own defaults stand where ``params``
+    (as the build injects them) leaves a parameter out: the notebook reads them.
+
+    ``notebook`` None (a caller that has only the parameters): the chapter's model is the one whose
+    fields hold every key given; where none or several do, each key is read by the type every
+    chapter declares for it."""
+    model = CHAPTERS.get(notebook) if notebook else None
+    if model is None:
+        return _inferred_refs(params)
+    path = repo_root() / notebook
+    defaults = notebook_parameters(path) if path.is_file() else {}
+    return refs_in(model, {**{k: v for k, v in defaults.items() if k in model.model_fields}, **params})
+
+
+def _inferred_refs(params: dict) -> list[ModelRef]:
+    """:func:`model_refs` without the notebook: read by the chapter models whose fields hold every
+    key of ``params`` (all of them where none does), what any of them finds."""
+    chapters = list(dict.fromkeys(CHAPTERS.values()))
+    fits = [m for m in chapters if set(params) <= set(m.model_fields)] or chapters
+    found: dict[tuple, ModelRef] = {}
+    for m in fits:
+        for ref in refs_in(m, params):
+            at = (ref.key, ref.name, ref.role, ref.via)
+            had = found.setdefault(at, ref)        # read by two chapters' types: what either finds
+            found[at] = dataclasses.replace(had, tokens=_union(had.tokens, ref.tokens),
+                                            lengths=_union(had.lengths, ref.lengths),
+                                            corpus=had.corpus or ref.corpus)
+    return list(found.values())
+
+
+def _union(a: tuple, b: tuple) -> tuple:
+    return a + tuple(x for x in b if x not in a)
+
+
+def refs_in(model: type[BaseModel], values: dict, prefix: str = "") -> list[ModelRef]:
+    """The models named in ``values``, a mapping of ``model``'s fields (keys it does not declare are
+    left to the schema check), in the order ``values`` holds them; ``prefix``: the dotted key of
+    the mapping itself."""
+    if not isinstance(values, dict):
+        return []
+    lengths = _lengths(model, values, prefix)
+    out = []
+    for name, value in values.items():
+        field = model.model_fields.get(name)
+        if field is not None:
+            out += _refs(field.rebuild_annotation(), value, _join(prefix, name), lengths)
+    return out
+
+
+def _join(prefix: str, name) -> str:
+    return f"{prefix}.{name}" if prefix else str(name)
+
+
+def _unwrap(tp) -> tuple[list, Any]:
+    """The markers on ``tp`` outside any container, and the type under Annotated and Optional."""
+    marks = []
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is Annotated:
+            marks += list(tp.__metadata__)
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) != 1:
+                return marks, tp
+            tp = args[0]
+        else:
+            return marks, tp
+
+
+def _is_model(tp) -> bool:
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
+
+
+def _arm(tp, value):
+    """The arm of a union (of several types) that ``value`` is written as, or None."""
+    for arm in typing.get_args(tp):
+        inner = _unwrap(arm)[1]
+        origin = typing.get_origin(inner)
+        if isinstance(value, dict) and (_is_model(inner) and set(value) <= set(inner.model_fields) or origin is dict):
+            return arm
+        if isinstance(value, list) and origin is list or isinstance(value, str) and inner is str:
+            return arm
+    return None
+
+
+def _refs(tp, value, key: str, lengths: tuple) -> list[ModelRef]:
+    """The models ``value`` (at dotted ``key``) names, read by its declared type ``tp``: a marked
+    string, a model entry (and what its own fields name), or what the items of a list, the values of
+    a dict or the fields of a section name. ``lengths``: those of the mapping that holds it."""
+    marks, tp = _unwrap(tp)
+    if value is None:
+        return []
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        arm = _arm(tp, value)
+        return _refs(Annotated[arm, *marks] if marks else arm, value, key, lengths) if arm is not None else []
+    names = next((m for m in marks if isinstance(m, NamesModels)), None)
+    if names is not None and isinstance(value, str):
+        named = names.named(value)
+        return [ModelRef(key, named[0], named[1], lengths=lengths, via=named[2])] if named else []
+    if _is_model(tp) and isinstance(value, dict):
+        inner = refs_in(tp, value, key)
+        if issubclass(tp, ModelEntry) and isinstance(value.get("name"), str) and value["name"]:
+            return [_entry(tp, value, key, lengths)] + inner
+        return inner
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (list, tuple) and isinstance(value, (list, tuple)):
+        item = args[0] if args else Any
+        return [r for i, v in enumerate(value) for r in _refs(item, v, f"{key}[{i}]", lengths)]
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        return [r for k, v in value.items() for r in _refs(args[1], v, f"{key}.{k}", lengths)]
+    return []
+
+
+def _marked(tp, mark) -> bool:
+    """Whether ``mark`` is on ``tp`` or on the items of the lists it allows."""
+    marks, inner = _unwrap(tp)
+    if mark in marks:
+        return True
+    if typing.get_origin(inner) in (typing.Union, types.UnionType):
+        return any(_marked(a, mark) for a in typing.get_args(inner))
+    return typing.get_origin(inner) in (list, tuple) and any(_marked(a, mark) for a in typing.get_args(inner)[:1])
+
+
+def _field_values(model: type[BaseModel], values: dict, mark, prefix: str):
+    """(dotted key, value) of each field of ``model`` marked ``mark``, as ``values`` give it or by
+    its default; fields without a value left out."""
+    for name, field in model.model_fields.items():
+        if _marked(field.rebuild_annotation(), mark):
+            value = values.get(name, None if field.is_required() else field.default)
+            if value is not None:
+                yield _join(prefix, name), value
+
+
+def _lengths(model: type[BaseModel], values: dict, prefix: str) -> tuple:
+    """(dotted key, value as written, longest) of each length field of one mapping (a list of
+    lengths asks its longest)."""
+    out = []
+    for key, value in _field_values(model, values, CONTENT_LENGTH, prefix):
+        items = value if isinstance(value, list) else [value]
+        ints = [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
+        if ints:
+            out.append((key, value, max(ints)))
+    return tuple(out)
+
+
+def _entry(cls: type[ModelEntry], value: dict, key: str, lengths: tuple) -> ModelRef:
+    """The model one entry names, with the tokens and the corpus its own fields give it."""
+    tokens = []
+    for k, v in _field_values(cls, value, IN_VOCABULARY, key):
+        got = [v] if isinstance(v, str) else [t for t in v if isinstance(t, str)] if isinstance(v, list) else []
+        if got:
+            tokens.append((k, v, tuple(got)))
+    corpus = next((v for _, v in _field_values(cls, value, CORPUS, key) if isinstance(v, str) and v), None)
+    own = _lengths(cls, value, key)          # an entry that states its length (an exact model's n) runs at it
+    return ModelRef(key, value["name"], cls.role_of(value), tuple(tokens), own or lengths, corpus)
 
 
 # --------------------------------------------------------------------------- messages
@@ -773,14 +1038,37 @@ def chapter_problems(spec: dict, chapter: str, path: Path, injected: dict) -> li
     return lines
 
 
+# what a kernel's namespace holds before a chapter's first cell runs, besides the parameters
+KERNEL_NAMES = ("In", "Out", "exit", "quit", "get_ipython", "open")
+PARAMETER_TYPES = (bool, int, float, str, list, dict, tuple, type(None))   # what papermill injects
+
+
+def unknown_parameters(notebook: str, values: dict) -> list[str]:
+    """Names in a notebook's namespace that look injected (plain data, as papermill writes them)
+    but that its model does not declare: a misspelt parameter (``escpe``), which papermill only
+    warns about and runs with the defaults. Modules, functions and classes a cell imported, and
+    the kernel's own names, are not parameters."""
+    declared = set(CHAPTERS[notebook].model_fields)
+    return sorted(name for name, value in values.items()
+                  if not name.startswith("_") and name not in declared and name not in KERNEL_NAMES
+                  and isinstance(value, PARAMETER_TYPES))
+
+
 def check_chapter(notebook: str, values: dict) -> None:
     """A chapter's parameters as its notebook holds them when it runs (``values``: the notebook's
     namespace, of which the names its model declares are read), checked against that model before
     anything is computed. The build has checked the same values already; this stops a papermill
-    run outside the build (``-p window 5``) too. Raises :class:`ProfileError`, one line per problem."""
+    run outside the build (``-p window 5``) too, and a name it injects that the chapter does not
+    declare (:func:`unknown_parameters`). Raises :class:`ProfileError`, one line per problem."""
     model = CHAPTERS[notebook]
     given = {name: values[name] for name in model.model_fields if name in values}
-    lines = problems(model, given, f"{notebook}: ", noun=f"a parameter of {notebook}")
+    lines = []
+    for name in unknown_parameters(notebook, values):
+        close = difflib.get_close_matches(name, list(model.model_fields), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        lines.append(f"{notebook}: {name} = {show(values[name])}: not a parameter of {notebook}{hint}; "
+                     f"its parameters: {', '.join(model.model_fields)}")
+    lines += problems(model, given, f"{notebook}: ", noun=f"a parameter of {notebook}")
     if lines:
         raise ProfileError("\n".join(lines))
 

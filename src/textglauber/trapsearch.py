@@ -23,6 +23,12 @@ TRAP_HOLD = 300             # least expected holding time (steps, at T = 0.25) o
 TRAP_START_BATCHES = 8      # batches of random starts (chains each) searched for such traps
 
 
+class NoFixedPoint(RuntimeError):
+    """Coordinate ascent reached no argmax fixed point: a finding about the model (its conditionals
+    cycle), which a caller may answer by drawing other starts. Any other error (a scorer that fails,
+    a window longer than the model takes) is not this one and must not be caught as if it were."""
+
+
 def perfect_trap(scorer, states: torch.Tensor, sweeps: int = 50) -> torch.Tensor:
     """Coordinate ascent from each state (every site in turn set to its conditional's argmax,
     kept where the current token ties with it) until no site changes: states whose every site is
@@ -30,7 +36,7 @@ def perfect_trap(scorer, states: torch.Tensor, sweeps: int = 50) -> torch.Tensor
 
     A masked LM's conditionals need not be those of one joint law, so the ascent can cycle from
     some starts. Returns the fixed points of the starts that reached one within ``sweeps`` sweeps,
-    in their order; raises only if none did. A start whose state after a sweep repeats one it held
+    in their order; raises :class:`NoFixedPoint` only if none did. A start whose state after a sweep repeats one it held
     after an earlier sweep cycles (the sweep is a deterministic map) and is dropped at once."""
     x = torch.as_tensor(states, dtype=torch.long).clone()
     index_of = scorer.vocab.index_of
@@ -56,7 +62,7 @@ def perfect_trap(scorer, states: torch.Tensor, sweeps: int = 50) -> torch.Tensor
             cycling[b] = state in seen[b]
             seen[b].add(state)
     if not done.any():
-        raise RuntimeError(f"no start reached an argmax fixed point within {sweeps} sweeps")
+        raise NoFixedPoint(f"no start reached an argmax fixed point within {sweeps} sweeps")
     return x[done]
 
 
@@ -92,7 +98,7 @@ def deep_traps(scorer, n: int, chains: int, generator: torch.Generator, *, tempe
         starts = ids[torch.randint(scorer.vocab.size, (chains, n), generator=generator)]
         try:
             fixed = perfect_trap(scorer, starts)
-        except RuntimeError:
+        except NoFixedPoint:
             continue
         new = list(dict.fromkeys(tuple(r) for r in fixed.tolist() if tuple(r) not in found))
         if new:
@@ -100,7 +106,7 @@ def deep_traps(scorer, n: int, chains: int, generator: torch.Generator, *, tempe
         if sum(h >= hold for h in found.values()) >= chains:
             break
     if not found:
-        raise RuntimeError(f"no start reached an argmax fixed point in {batches} batches of {chains} starts")
+        raise NoFixedPoint(f"no start reached an argmax fixed point in {batches} batches of {chains} starts")
     deep = [k for k, h in found.items() if h >= hold][:chains]
     picked = deep or [max(found, key=found.get)]
     holds = np.array([found[k] for k in picked])

@@ -19,6 +19,31 @@ from .throughput import SPEEDUP_COLUMNS, flops_per_step, with_speedups
 CELL = ["model", "n", "batch"]            # a throughput cell, within one device's table
 
 
+def _csv(path: Path) -> pd.DataFrame | None:
+    """A benchmark table, or None where the file cannot be read as one (cut short, not CSV)."""
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError, UnicodeDecodeError):     # pandas' parser and empty-data errors are ValueErrors
+        return None
+
+
+def _record(path: Path) -> dict | None:
+    try:
+        found = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def unreadable(folder) -> list[str]:
+    """One line for each benchmark file under ``folder`` that cannot be read: the page names it and
+    reads the others (a damaged file of one run costs no other run's table)."""
+    folder = Path(folder)
+    bad = [p for p in sorted(folder.glob("*.csv")) if not p.name.endswith(".partial.csv") and _csv(p) is None]
+    bad += [p for p in sorted(folder.glob("*.json")) if _record(p) is None]
+    return [f"{p} cannot be read and is left out of this page" for p in bad]
+
+
 def read_tables(folder) -> dict[str, pd.DataFrame]:
     """Every finished benchmark table under ``folder`` (partial files of stopped runs are left
     out), combined per device. A cell (device, model, n, batch) is taken whole from the newest
@@ -28,7 +53,11 @@ def read_tables(folder) -> dict[str, pd.DataFrame]:
                    key=lambda p: p.stat().st_mtime)
     if not files:
         return {}
-    df = pd.concat([pd.read_csv(p).assign(run=p.stem, _order=k) for k, p in enumerate(files)], ignore_index=True)
+    tables = [(p, _csv(p)) for p in files]
+    tables = [(p, t) for p, t in tables if t is not None and {"device", "model", "n", "batch"} <= set(t.columns)]
+    if not tables:
+        return {}
+    df = pd.concat([t.assign(run=p.stem, _order=k) for k, (p, t) in enumerate(tables)], ignore_index=True)
     cell = ["device", "model", "n", "batch"]
     df = df[df._order == df.groupby(cell)._order.transform("max")].drop(columns="_order")
     df = df.sort_values(cell + ["variant"], kind="stable")
@@ -39,21 +68,21 @@ def read_tables(folder) -> dict[str, pd.DataFrame]:
 def read_metastable(folder) -> list[tuple[Path, pd.DataFrame]]:
     """Every finished metastable table under ``folder`` (partial files of stopped runs are left
     out), by file name: (path, table) pairs."""
-    return [(p, pd.read_csv(p)) for p in sorted(Path(folder).glob("metastable-*.csv"))
-            if not p.name.endswith(".partial.csv")]
+    found = [(p, _csv(p)) for p in sorted(Path(folder).glob("metastable-*.csv")) if not p.name.endswith(".partial.csv")]
+    return [(p, t) for p, t in found if t is not None]
 
 
 def created(record: Path) -> str:
     """When a benchmark run's JSON record says it was written, as 'YYYY-MM-DD HH:MM' (UTC), or ''."""
-    return json.loads(Path(record).read_text()).get("created", "")[:16].replace("T", " ")
+    return str((_record(record) or {}).get("created", ""))[:16].replace("T", " ")
 
 
 def bench_runs(folder) -> pd.DataFrame:
     """One row per throughput run recorded under ``folder`` (its ``bench-*.json``): the run's
     name, and the machine, time and command its record gives."""
-    return pd.DataFrame([dict(run=p.stem, **{k: v for k, v in json.loads(p.read_text()).items()
-                                             if k in ("machine", "created", "command")})
-                         for p in sorted(Path(folder).glob("bench-*.json"))])
+    records = [(p, _record(p)) for p in sorted(Path(folder).glob("bench-*.json"))]
+    return pd.DataFrame([dict(run=p.stem, **{k: v for k, v in r.items() if k in ("machine", "created", "command")})
+                         for p, r in records if r is not None])
 
 
 def megabytes(x):
@@ -245,6 +274,22 @@ def workload(profile: str) -> pd.DataFrame:
             continue
         rows.append({"profile": profile, "chapter": ch, "masked rows": int(work), "typical n": int(n)})
     return pd.DataFrame(rows)
+
+
+def workloads(profiles: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """:func:`workload` of each profile that loads, and one line for each that does not (a broken
+    file in ``params/`` is named and left out; it breaks no other profile's page)."""
+    from ..config_errors import ProfileError
+
+    frames, broken = [], []
+    for profile in profiles:
+        try:
+            frames.append(workload(profile))
+        except (ProfileError, ValueError, KeyError, TypeError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            broken.append(f"params/{profile}.yaml is left out: it does not load as a profile ({first})")
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["profile", "chapter", "masked rows", "typical n"])), broken
 
 
 def projected_hours(work: pd.DataFrame, df: pd.DataFrame, variant: str = "engine") -> pd.Series:

@@ -56,7 +56,7 @@ def artifact_readers(spec: dict, name: str) -> list[str]:
         named = re.compile(rf"(?<![\w.-])trained:{re.escape(name)}(?![\w.-])")
 
         def reads(ch: dict, prm: dict) -> bool:
-            return (any(m.partition("@")[0] == f"trained:{name}" for m in models_read(prm))
+            return (any(m.partition("@")[0] == f"trained:{name}" for m in models_read(prm, ch["notebook"]))
                     or any(named.search(s) for s in strings(prm)))
     out = []
     for chapter, ch in spec["chapters"].items():

@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-book", action="store_true", help="execute chapters only")
     ap.add_argument("--build-dir", default=str(repo_root() / "_build"))
     ap.add_argument("--results", default=str(repo_root() / "results"))
+    ap.add_argument("--max-hours", type=float, default=plan.MAX_HOURS,
+                    help=f"refuse a chapter expected to take longer on the CPU (default {plan.MAX_HOURS:g})")
     a = ap.parse_args(argv)
     P.validate_or_exit(a.profile, a.chapter)     # every key, type, range and relation, before anything loads
     try:
@@ -71,8 +73,11 @@ def main(argv: list[str] | None = None) -> int:
             if stamps.executed_notebook(staged, ch).is_file():
                 render(staged, ch, spec["chapters"][ch]["notebook"])
     else:
-        plan.announce(a.profile, spec, chapters, staged, Path(a.results).resolve(),   # what runs, and for how long
-                      "--force" if a.force else "named with --chapter" if a.chapter else None)
+        lines = plan.announce(a.profile, spec, chapters, staged, Path(a.results).resolve(),   # what runs, and for how long
+                              "--force" if a.force else "named with --chapter" if a.chapter else None)
+        refused = plan.too_long(a.profile, spec, lines, a.max_hours)
+        if refused:
+            raise SystemExit(refused)
         build_artifacts(artifacts_needed(spec, chapters), Path(a.results).resolve())
         preflight(a.profile, chapters)
         forced = "--force" if a.force else "named with --chapter" if a.chapter else None

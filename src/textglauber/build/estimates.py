@@ -120,6 +120,11 @@ COUPLING_SHARE = 0.7   # share of the coupling budget's upper bound 2 pairs temp
                        # with budgets in sweeps most slow cells run to the end, and the offline build of
                        # 2026-11-25 scored 227,114 of 313,344 rows (0.72); 0.2 made its plan say 6 min for 85
 EXACT_STEP = 2e-4      # one step of a chain on an enumerated kernel, in rows (a lookup and a draw)
+ESCAPE_ROWS = 5        # rows a chain of the escape section has scored, typically: the offline build of 554dc89
+                       # scored 23,658 rows for its cells' 4,050 chains (5.8 a chain; rows are shared between
+                       # the cells of a model), in 12,956 events, superbasin exits and jumps
+ESCAPE_CHAIN = 5.0     # a chain's own bookkeeping in row units (events, superbasin tables): the offline section of
+                       # 554dc89 took 182 s for those 4,050 chains and its exactness check's 14,400 (400 a case)
 
 
 def _layer_cost(shape, tokens: int) -> float:
@@ -254,10 +259,25 @@ def _crossover_work(p: dict) -> float:
     return work
 
 
+def _escape_work(e: dict) -> float:
+    """Chapter 5's escape section: per model, trap, distance and temperature, ``chains`` chains
+    that score about :data:`ESCAPE_ROWS` rows each, plus the exactness check's enumerated kernels
+    and its chains, each chain with its own bookkeeping (:data:`ESCAPE_CHAIN`). ``max_moves`` is only the ceiling of a
+    chain's events, far above what the superbasin makes them take, so it is not the count."""
+    n, cells = int(e["seq_len"]), int(e["traps"]) * len(_items(e.get("distances"))) * int(e["temperatures"])
+    work = sum(cells * int(e["chains"]) * (ESCAPE_ROWS * model_cost(_name(m), n) + ESCAPE_CHAIN)
+               for m in _items(e.get("models")))
+    cases = len(_items(e.get("exact_temperatures"))) * len(_items(e.get("exact_distances")))
+    for m in _items(e.get("exact_models")):
+        k, nx = len(m["tokens"]), int(m["n"])
+        work += k ** nx * nx * model_cost(_name(m), nx) + cases * int(e["exact_chains"]) * ESCAPE_CHAIN
+    return work
+
+
 def _traps_work(p: dict) -> float:
     m, n = p["model"], int(p["seq_len"])
     per_step = step_cost(_name(m), n) + _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
-    return int(p["chains"]) * int(p["steps"]) * per_step
+    return int(p["chains"]) * int(p["steps"]) * per_step + (_escape_work(p["escape"]) if p.get("escape") else 0.0)
 
 
 def _basins_work(p: dict) -> float:
@@ -282,6 +302,10 @@ def _ground_truth_work(p: dict) -> float:
         work += k ** n * n * model_cost(_name(m), n)                 # the enumerated conditionals
         work += temps * (int(p["pairs"]) + int(p["chains"])) * int(p["budget"]) * EXACT_STEP
         work += temps * int(p["rectangles"]) * 4 * EXACT_STEP
+        hold = p.get("holding") or {}
+        if hold:                                  # chains timed out of the deepest states, by jumps
+            work += (len(_items(hold.get("temperatures"))) * int(hold.get("deepest", 0)) * int(hold.get("chains", 0))
+                     * ESCAPE_CHAIN)
     return work
 
 

@@ -71,11 +71,13 @@ def execute(profile: str, chapter: str, staged: Path, results_root: Path, spec: 
 
 
 def record_timing(folder: Path, chapter: str, seconds: float) -> None:
-    """Wall time of each chapter's last execution, for the cost appendix."""
-    import json
-
+    """Wall time of each chapter's last execution, for the findings page and the plan. A file that
+    cannot be read is named, moved aside (``timings.json.unreadable``) and started afresh."""
     path = folder / "timings.json"
-    data = json.loads(path.read_text()) if path.exists() else {}
+    data = stamps.read_timings(path)
+    if path.exists() and not data and path.read_text().strip() not in ("{}", ""):
+        os.replace(path, path.with_name("timings.json.unreadable"))
+        print(f"{path}: not a record of wall times; moved aside to timings.json.unreadable", flush=True)
     data[chapter] = {"seconds": round(seconds, 1), "machine": machine_line(),
                      "when": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
     write_json_atomic(path, data)
@@ -127,11 +129,30 @@ def run_chapters(profile: str, spec: dict, chapters: list[str], staged: Path, re
         if problem:
             raise SystemExit(problem)
         print(f"[{profile}] {ch} runs: {forced or why}", flush=True)
-        stamps.clear(stamp)                   # from here until the new stamp, the chapter is incomplete
-        seconds = execute(profile, ch, staged, results_root, spec)
+        seconds = failed_in_one_line(profile, ch, staged, execute, profile, ch, staged, results_root, spec)
         stamps.write_stamp(stamp, inputs, nb, results_root / profile / ch, seconds)
         done.append(ch)
     return done
+
+
+def failed_in_one_line(profile: str, chapter: str, staged: Path, fn, *args):
+    """``fn(*args)``, with a chapter that fails stopping the build in one line that names the
+    error, the file where it can be read in full, and that the last good results are kept (the
+    run's tables never replaced them: :func:`textglauber.results.chapter_dir`). A chapter's own
+    one-line errors (a refused parameter, a full disk) read as they are."""
+    from papermill.exceptions import PapermillExecutionError
+
+    kept = "its last complete results and stamp are kept"
+    try:
+        return fn(*args)
+    except PapermillExecutionError as exc:
+        detail = " ".join(str(exc.evalue).split()) or exc.ename
+        raise SystemExit(f"[{profile}] chapter {chapter!r} failed: {exc.ename}: {detail} ({kept}; the failed "
+                         f"run's notebook, with its traceback: {stamps.partial_notebook(staged, chapter)})") from None
+    except OSError as exc:
+        where = exc.filename or "a file of the build"
+        raise SystemExit(f"[{profile}] chapter {chapter!r} failed: {where}: {exc.strerror or exc} ({kept}; "
+                         "free space or fix the folder's permissions and build again)") from None
 
 
 def tidy_executed(nb_path: Path, output_path: Path | None = None) -> None:

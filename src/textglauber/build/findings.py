@@ -23,11 +23,12 @@ import numpy as np
 import pandas as pd
 
 from .. import params as P
+from .. import results
 from .. import reported
 from ..paths import repo_root
-from ..provenance import file_digest, git_commit
+from ..provenance import git_commit
 from ..tables import interval, number
-from .stamps import read_stamp
+from .stamps import changed_results, read_stamp, read_timings
 
 PREPRINT = "preprint (arXiv 2605.16378)"
 PREPRINT_MODELS = set(reported.RECTANGLE_MEAN_R) | {"facebook/bart-large-mnli"}
@@ -56,48 +57,42 @@ def _name(name) -> str:
     return f'<span style="white-space:nowrap">{_e(name)}</span>'
 
 
-_not_run: set[Path] = set()         # chapter folders :func:`collect` found no finished run in
+_not_run: dict[Path, str] = {}      # chapter folders :func:`collect` found no finished run in -> why
 
 
 def _manifest(folder: Path) -> dict | None:
     """A chapter's manifest, or None where it has none or its last run did not finish."""
-    p = folder / "manifest.json"
-    if Path(folder).resolve() in _not_run or not p.exists():
+    if Path(folder).resolve() in _not_run:
         return None
-    try:
-        return json.loads(p.read_text())
-    except ValueError:
-        return None
+    return results.read_manifest(folder)
 
 
 def _table(folder: Path, name: str) -> pd.DataFrame | None:
     """One of a chapter's tables, or None where its manifest does not list it: a table that the
-    chapter's last finished run did not write is no result of it, whatever the folder holds."""
+    chapter's last finished run did not write is no result of it, whatever the folder holds. A
+    listed table whose bytes are not the ones that run wrote raises
+    :class:`textglauber.results.NotThisRun`, which the chapter's row shows in one line."""
     m = _manifest(folder)
-    p = folder / f"{name}.parquet"
-    if m is None or name not in (m.get("tables") or []) or not p.exists():
+    if m is None or name not in (m.get("tables") or []):
         return None
-    return pd.read_parquet(p)
+    return results.vouched_table(folder, name)
 
 
-def finished(folder: Path, stamp: Path | None) -> bool:
-    """Whether ``folder`` holds the results of a chapter's finished run. With the build's ``stamp``
-    (``stamps`` given to :func:`collect`), there must be one, and where the run wrote results its
-    manifest must be the one the stamp recorded; without stamps, a folder holding files needs a
-    manifest (it is written last). A chapter that writes no folder of its own (the cost appendix
-    reads ``results/bench``) needs only its stamp."""
+def unfinished(folder: Path, stamp: Path | None) -> str | None:
+    """Why ``folder`` does not hold the results of a chapter's finished run, or None where it does.
+    With the build's ``stamp`` (``stamps`` given to :func:`collect`), there must be one, and every
+    result file it recorded must be there with the digest it recorded; without stamps, a folder
+    holding files needs a manifest (it is written last). A chapter that writes no folder of its own
+    (the cost appendix reads ``results/bench``) needs only its stamp."""
     folder = Path(folder)
     has_files = folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))
-    manifest = folder / "manifest.json"
     if stamp is None:
-        return not has_files or manifest.is_file()
+        return None if not has_files or (folder / "manifest.json").is_file() else "Not run in this build."
     record = read_stamp(stamp)
     if record is None:
-        return False
-    recorded = record.get("outputs", {}).get("results", {})
-    if not recorded and not has_files:
-        return True
-    return manifest.is_file() and recorded.get("manifest.json") == file_digest(manifest)
+        return "Not run in this build."
+    why = changed_results(record, folder)
+    return None if why is None else f"Not read: {folder} is not what its stamp recorded ({why}); run the chapter again."
 
 
 def title(notebook: str) -> str:
@@ -389,14 +384,17 @@ def collect(results_root: str | Path, profile: str, stamps: str | Path | None = 
     files but no manifest (a run that did not finish) is shown as not run."""
     spec = P.load_profile(profile)
     root = Path(results_root)
-    not_run = {(root / profile / name).resolve() for name in spec["chapters"]
-               if not finished(root / profile / name,
-                               None if stamps is None else Path(stamps) / f"{name}.json")}
+    not_run = {}
+    for name in spec["chapters"]:
+        why = unfinished(root / profile / name, None if stamps is None else Path(stamps) / f"{name}.json")
+        if why:
+            not_run[(root / profile / name).resolve()] = why
     _not_run.update(not_run)
     try:
         return _collect(root, profile, spec)
     finally:
-        _not_run.difference_update(not_run)
+        for folder in not_run:
+            _not_run.pop(folder, None)
 
 
 def _collect(root: Path, profile: str, spec: dict) -> Findings:
@@ -417,9 +415,8 @@ def _collect(root: Path, profile: str, spec: dict) -> Findings:
             if m.get("created"):
                 times.append(m["created"])
         this, theirs = HEADLINES.get(name, (lambda *a: "", lambda: ""))
-        found = "" if folder.resolve() in _not_run else this(folder, root, profile)
         rows.append({"chapter": name, "page": Path(ch["notebook"]).with_suffix(".html").name, "title": title(ch["notebook"]),
-                     "this run": found or "Not run in this build.", "preprint": theirs() or "-"})
+                     "this run": _row(this, folder, root, profile), "preprint": theirs() or "-"})
     ran = None
     if times:
         ts = sorted(datetime.fromisoformat(t).astimezone(timezone.utc) for t in times)
@@ -429,6 +426,16 @@ def _collect(root: Path, profile: str, spec: dict) -> Findings:
                     shared=[m for m in models if m in PREPRINT_MODELS], commits=commits, dirty=dirty, ran=ran,
                     built=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"),
                     build_commit=(head.get("commit") or "")[:7] or None, rows=rows)
+
+
+def _row(headline, folder: Path, root: Path, profile: str) -> str:
+    """A chapter's words on the page: its headline, or one line saying why its results are not read."""
+    if folder.resolve() in _not_run:
+        return _not_run[folder.resolve()]
+    try:
+        return headline(folder, root, profile) or "Not run in this build."
+    except results.NotThisRun as exc:
+        return str(exc)
 
 
 def preamble(f: Findings) -> str:
@@ -479,7 +486,7 @@ def chapter_times(results_root: str | Path) -> pd.DataFrame:
     """
     rows = []
     for path in sorted(Path(results_root).glob("*/timings.json")):
-        for chapter, v in sorted(json.loads(path.read_text()).items()):
+        for chapter, v in sorted(read_timings(path).items()):
             rows.append({"profile": path.parent.name, "chapter": chapter, "minutes": v["seconds"] / 60,
                          "machine": v.get("machine", ""), "when (UTC)": v.get("when", "")})
     return pd.DataFrame(rows, columns=["profile", "chapter", "minutes", "machine", "when (UTC)"])

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from .. import lockfile
 from ..results import resumable
 from .stamps import stamps_dir
 
@@ -77,101 +78,23 @@ def lock_paths(staged: Path, results_root: Path, profile: str) -> list[Path]:
     return [stamps_dir(staged).parent / LOCK_NAME, Path(results_root) / profile / LOCK_NAME]
 
 
-def _process_start(pid: int) -> str | None:
-    """The start time of a process in clock ticks since boot (/proc), which tells a reused pid
-    from the process that wrote a lock; None where it cannot be read."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rpartition(")")[2].split()
-    return fields[19] if len(fields) > 19 else None
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _holder(path: Path) -> dict | None:
-    try:
-        holder = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    return holder if isinstance(holder, dict) and isinstance(holder.get("pid"), int) else None
-
-
-def _alive(holder: dict) -> bool:
-    """Whether the process that wrote a lock still runs (a lock from another host counts as held)."""
-    import socket
-
-    if holder.get("host") not in (None, socket.gethostname()):
-        return True
-    pid = holder["pid"]
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    if _zombie(pid):
-        return False
-    started = _process_start(pid)
-    return not (holder.get("start") and started and started != holder["start"])
-
-
 def acquire_lock(path: Path, what: str, log=print) -> None:
-    """Create the lock file ``path`` holding this process's pid, atomically (``O_EXCL``). Where it
-    exists and its pid runs, stop at once with one line naming that pid; where that process is gone
-    (a build killed by SIGKILL or a crash of the machine), take the lock over and say so."""
-    import fcntl
-    import socket
-    import time
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    me = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "start": _process_start(os.getpid())})
-    unreadable_since = None
-    while True:
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(me)
-            return
-        holder = _holder(path)
-        if holder is None and path.exists():     # created an instant ago, pid not written yet
-            unreadable_since = unreadable_since or time.monotonic()
-            if time.monotonic() - unreadable_since < 2.0:
-                time.sleep(0.05)
-                continue
-        if holder is not None and _alive(holder):
-            raise SystemExit(f"another build of {what} is running (pid {holder['pid']}, lock {path}); "
-                             "wait for it to end, or delete the lock if that process is no build")
-        # stale: one taker at a time, so that a lock just taken by a third build is not removed
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            fcntl.flock(dfd, fcntl.LOCK_EX)
-            if path.exists() and _holder(path) == holder:
-                path.unlink()
-                who = f"pid {holder['pid']}, which no longer runs" if holder else "no readable pid"
-                log(f"{path}: taking over a stale lock ({who})", flush=True)
-        finally:
-            os.close(dfd)                          # closing releases the flock
-        unreadable_since = None
+    """:func:`textglauber.lockfile.acquire`, for a command line: a lock held by a live process stops
+    it at once with one line naming that pid."""
+    try:
+        lockfile.acquire(path, what, log)
+    except lockfile.Busy as exc:
+        raise SystemExit(str(exc)) from None
 
 
-def release_lock(path: Path) -> None:
-    """Remove the lock file if this process holds it (never another build's)."""
-    holder = _holder(path)
-    if holder is not None and holder["pid"] == os.getpid() and holder.get("start") == _process_start(os.getpid()):
-        Path(path).unlink(missing_ok=True)
+release_lock = lockfile.release
+
+
+def announce_to_kernels(paths: list[Path]) -> None:
+    """Name the locks this build holds, and the build itself, in the environment that the chapters'
+    kernels inherit, so that a chapter run by this build knows its profile is locked by its own
+    build (:func:`textglauber.results.start_chapter`) while a papermill run beside it is refused."""
+    os.environ[lockfile.BUILD_ENV] = json.dumps({**lockfile.me(), "locks": [str(Path(p).resolve()) for p in paths]})
 
 
 def lock_build(paths: list[Path], what: str) -> None:
@@ -192,6 +115,7 @@ def lock_build(paths: list[Path], what: str) -> None:
             _lock_scopes[-1].callback(release_lock, path)
         else:
             atexit.register(release_lock, path)
+    announce_to_kernels(paths)
 
 
 def holding_locks(fn):

@@ -43,11 +43,8 @@ def last_run(profile: str, chapter: str, staged: Path, results_root: Path) -> di
     if stamp and stamp.get("seconds"):
         return {"seconds": float(stamp["seconds"]), "parameters": stamp.get("inputs", {}).get("parameters"),
                 "source": "stamp"}
-    try:
-        rec = json.loads((Path(results_root) / profile / "timings.json").read_text()).get(chapter)
-    except (OSError, ValueError, AttributeError):
-        rec = None
-    if isinstance(rec, dict) and rec.get("seconds"):
+    rec = stamps.read_timings(Path(results_root) / profile / "timings.json").get(chapter)
+    if rec and rec["seconds"]:
         return {"seconds": float(rec["seconds"]), "parameters": None, "source": "timings.json"}
     return None
 
@@ -278,3 +275,29 @@ def announce(profile: str, spec: dict, chapters: list[str], staged: Path, result
         print(f"[{profile}] plan: could not be computed ({type(exc).__name__}: {exc}); building anyway",
               file=out, flush=True)
         return []
+
+
+MAX_HOURS = 24.0     # a chapter expected to take longer on this machine's CPU is refused unless --max-hours says more
+
+
+def too_long(profile: str, spec: dict, lines: list[Line], max_hours: float) -> str | None:
+    """Why the build must not start: a chapter or artifact to run whose expected time on this
+    machine is over ``max_hours`` while it would run on the CPU (parameters asking for far more work
+    than was meant, such as 10^7 chains), one line each with the estimate and the flag that allows
+    it; or None. A chapter set to a GPU, or with no estimate, is not held back."""
+    from ..device import pick_device
+
+    out = []
+    for ln in lines:
+        if ln.action not in ("run", "maybe", "build", "resume") or ln.seconds is None or ln.seconds <= max_hours * 3600:
+            continue
+        device = "auto"
+        if ln.kind == "chapter":
+            device = P.chapter_parameters(profile, ln.name, spec=spec).get("device", "auto")
+        if pick_device(device).type != "cpu":
+            continue
+        out.append(f"[{profile}] {ln.kind} {ln.name} is expected to take ~{duration(ln.seconds)} on this machine's CPU "
+                   f"({ln.basis}), over the limit of {max_hours:g} h: check its counts in params/{profile}.yaml, or "
+                   f"pass --max-hours {math.ceil(ln.seconds / 3600)} to run it anyway; nothing was run")
+    return "\n".join(out) or None
+

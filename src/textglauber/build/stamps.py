@@ -12,10 +12,11 @@ re-execution can say which input changed):
   ``textglauber``, and theirs in turn (every import statement counts, also one inside a function),
   with the package's ``__init__``; every package data file; the whole package wherever an import
   is dynamic (``import_module``, ``__import__``) or a code cell does not parse;
-- ``models``: per model the chapter names (model lists, embedders, topic scorers, the training run
-  it describes): a trained run's manifest and weights, a local directory's files (content
-  digests), an installed package's distribution and version, a hub id with its revision and the
-  commit in the local cache; ``tiny-*`` models are built from code and keyed by name;
+- ``models``: per model the chapter names, at any depth of its parameters (model lists, nested
+  sections such as ``escape``, embedders, topic scorers, the training run it describes): a trained
+  run's manifest and weights, a local directory's files (content digests), an installed package's
+  distribution and version, a hub id with its revision and the commit in the local cache; ``tiny-*``
+  models are built from code and keyed by name;
 - ``corpora``: package data (in ``code`` already), the versions of the packages that ship a
   corpus, a local copy's or local path's content digests, MS MARCO's hub id where no copy exists;
 - ``reads``: the result files of the chapters it ``reads`` (see :mod:`textglauber.params`), their
@@ -32,23 +33,27 @@ not other chapters' parameters, not library modules the chapter cannot reach.
 build reads no notebook): the key, the inputs, and the SHA-256 of the executed notebook
 (``stamps/<chapter>.executed.ipynb``, as papermill left it) and of every
 file under ``results/<profile>/<chapter>/`` but the tables (``*.parquet``) its ``manifest.json``
-does not list, which no run vouches for (the same files make a reader's ``reads``). A chapter is
-complete when its stamp exists and every file it lists is there with that digest. The folder holds
-only what the chapter's last run wrote: :func:`textglauber.results.chapter_dir`, which every
-chapter calls first, empties it but for the chains it resumes from. The page the site shows is rendered from the executed
+does not list, which no run vouches for, and the chains a run resumes from, which are a cache (the
+same files make a reader's ``reads``). A chapter is complete when its stamp exists and every file
+it lists is there with that digest. The page the site shows is rendered from the executed
 notebook on every build (hidden cells, relative paths: ``execute.tidy_executed``), so a change to that
-rendering reaches cached chapters without executing them. Before a chapter executes its stamp is
-deleted; papermill writes into ``stamps/<chapter>.partial.ipynb``, which replaces the executed
-notebook only once it has run through; the stamp is written last, atomically (a temporary file
-renamed). A chapter killed at any point therefore leaves no stamp, and whatever
-it half wrote is executed again by the next build; no reader takes it for complete either, since
-the build refuses to execute a chapter whose upstream results exist without a stamp, and the
-findings page shows a chapter without a stamp as not run.
+rendering reaches cached chapters without executing them.
+
+**A failed run costs nothing that was there.** A run writes its tables into a staging folder and
+replaces the chapter's folder only when its manifest, written last, commits it
+(:func:`textglauber.results.chapter_dir`); papermill writes into ``stamps/<chapter>.partial.ipynb``,
+which replaces the executed notebook only once it has run through; the stamp is written after
+both, atomically (a temporary file renamed). The stamp is not deleted before a run: a run that
+fails or is killed leaves the last good tables, executed notebook and stamp exactly as they were,
+and the next build runs the chapter again because its key or outputs no longer match. A stamp
+that cannot be read as one is named and moved aside (:func:`read_stamp`). The build refuses to
+execute a chapter whose upstream results exist without a complete stamp, and the findings page
+reads only results that match their chapter's stamp.
 
 **Around the chapters.** One build of a profile runs at a time: a lock file holding the build's
 pid beside the stamps and one in the profile's results folder
 (:func:`textglauber.build.locks.lock_build`; a second build stops at once naming the holder, a lock
-whose process is gone is taken over). Before any compute and before any stamp is deleted, every
+whose process is gone is taken over). Before any compute, every
 folder the build will write is probed (:func:`textglauber.build.locks.check_writable`). Of the
 profile's ``artifacts`` only those a chapter of this build reads are built
 (:func:`textglauber.build.artifacts.artifacts_needed`).
@@ -64,6 +69,7 @@ over seven chapters. The stamp is a small JSON file that a person can read.
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -72,7 +78,7 @@ from .. import params as P
 from ..paths import repo_root
 from ..provenance import _installed, digest, file_digest, notebook_digest, tree_digests, versions, write_json_atomic
 from ..reach import code_inputs
-from ..results import listed_tables
+from ..results import listed_tables, resumable
 
 FORMAT = 1
 VOLATILE_MANIFEST_FIELDS = ("created", "git", "versions")
@@ -143,17 +149,13 @@ def model_identity(name: str) -> dict:
     return _local_identity(Path(src.path))
 
 
-def models_read(prm: dict) -> list[str]:
-    """Every model a chapter's parameters name, with package embedders and the training run it describes."""
-    names = set(P.model_names(prm))
-    for key in P.MODEL_KEYS:
-        for item in prm.get(key) if isinstance(prm.get(key), list) else [prm.get(key)]:
-            for s in ([item.get("embedder")] if isinstance(item, dict) else [item]):
-                if isinstance(s, str) and s.startswith(("sentence:", "embedding:", "nli:")):
-                    names.add(s.split(":", 1)[1])
-    if prm.get("training_run"):
-        names.add(f"trained:{prm['training_run']}")
-    return sorted(names)
+def models_read(prm: dict, notebook: str | None = None) -> list[str]:
+    """Every model a chapter's parameters name, at any depth (:func:`textglauber.schema.model_refs`:
+    ``escape.models`` as well as ``mlms``), package embedders and the training run it describes
+    included. ``notebook``: the chapter's, where the caller knows it (else found from ``prm``)."""
+    from ..schema import model_refs
+
+    return sorted({r.name for r in model_refs(notebook, prm)})
 
 
 def corpus_identity(name: str) -> dict:
@@ -189,10 +191,13 @@ def unlisted_tables(folder: Path) -> list[str]:
 
 def vouched_digests(folder: Path) -> dict[str, str]:
     """{file: SHA-256} of what a chapter's results folder holds from its last run: every file but
-    the tables its manifest does not list (:func:`unlisted_tables`). A stamp lists these, and a
-    reader's key is taken over these, so a table left behind by another run is vouched for by none."""
+    the tables its manifest does not list (:func:`unlisted_tables`) and the folders a run resumes
+    from (chains and their checkpoints: a cache, which a failed run may have moved on while the
+    tables stay the last good run's). A stamp lists these, and a reader's key is taken over these,
+    so a table left behind by another run is vouched for by none."""
     drop = set(unlisted_tables(folder))
-    return {rel: d for rel, d in tree_digests(folder).items() if rel not in drop}
+    return {rel: d for rel, d in tree_digests(folder).items()
+            if rel not in drop and not resumable(rel.split("/", 1)[0])}
 
 
 def results_digests(folder: Path) -> dict[str, str]:
@@ -225,8 +230,8 @@ def chapter_inputs(spec: dict, profile: str, chapter: str, results_root: Path) -
         "notebook": notebook_digest(nb),
         "parameters": prm,
         "code": code_inputs(nb),
-        "models": {m: model_identity(m) for m in models_read(prm)},
-        "corpora": {c: corpus_identity(c) for c in sorted(set(P.corpus_names(prm)))},
+        "models": {m: model_identity(m) for m in models_read(prm, ch["notebook"])},
+        "corpora": {c: corpus_identity(c) for c in sorted(set(P.corpus_names(prm, ch["notebook"])))},
         "reads": {up: results_digests(Path(results_root) / profile / up) for up in ch.get("reads", [])},
         "files": files_read(ch.get("reads_files", []), Path(results_root)),
         "environment": versions(),
@@ -272,12 +277,35 @@ def executed_notebook(staged: Path, chapter: str) -> Path:
     return stamps_dir(staged) / f"{chapter}.executed.ipynb"
 
 
-def read_stamp(path: Path) -> dict | None:
+def _valid(stamp) -> bool:
+    """Whether a stamp read back has the shape this build writes (format, key, inputs, outputs)."""
+    return (isinstance(stamp, dict) and stamp.get("format") == FORMAT and isinstance(stamp.get("key"), str)
+            and isinstance(stamp.get("inputs"), dict) and isinstance(stamp.get("outputs"), dict)
+            and isinstance(stamp["outputs"].get("results"), dict)
+            and isinstance(stamp["outputs"].get("notebook"), (str, type(None))))
+
+
+def read_stamp(path: Path, set_aside: bool = False) -> dict | None:
+    """The stamp at ``path``, or None where there is none or it cannot be read as one (not JSON, or
+    not the shape :func:`write_stamp` writes, such as ``outputs: null``). With ``set_aside``, such a
+    file is named in one line and moved aside (``<name>.unreadable``), so the chapter runs afresh
+    and no later build stumbles on it again."""
+    path = Path(path)
     try:
-        stamp = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        stamp = json.loads(path.read_text())
+    except FileNotFoundError:
         return None
-    return stamp if isinstance(stamp, dict) and stamp.get("format") == FORMAT else None
+    except (OSError, ValueError) as exc:
+        stamp, why = None, f"not readable JSON ({exc})"
+    else:
+        why = "not a stamp of this build (format, key, inputs or outputs missing or of the wrong type)"
+    if _valid(stamp):
+        return stamp
+    if set_aside and path.exists():
+        aside = path.with_name(path.name + ".unreadable")
+        os.replace(path, aside)
+        print(f"{path}: {why}; moved aside to {aside.name}, and its chapter runs afresh", flush=True)
+    return None
 
 
 def outputs(notebook: Path, results_dir: Path) -> dict:
@@ -285,23 +313,29 @@ def outputs(notebook: Path, results_dir: Path) -> dict:
             "results": vouched_digests(results_dir)}
 
 
-def missing_outputs(stamp: dict, notebook: Path, results_dir: Path) -> str | None:
-    """Why the outputs a stamp lists are not all there as they were written, or None."""
-    rec = stamp.get("outputs", {})
-    if not Path(notebook).is_file():
-        return "the executed notebook is missing"
-    if file_digest(Path(notebook)) != rec.get("notebook"):
-        return "the executed notebook differs from the one this run wrote"
-    bad = [rel for rel, d in rec.get("results", {}).items()
+def changed_results(stamp: dict, results_dir: Path) -> str | None:
+    """Why a chapter's results folder does not hold the files its stamp lists, with the digests it
+    recorded, or None: a table replaced by another run's, deleted or half written."""
+    rec = stamp["outputs"]["results"]
+    bad = [rel for rel, d in rec.items()
            if not (Path(results_dir) / rel).is_file() or file_digest(Path(results_dir) / rel) != d]
     if bad:
-        return f"{len(bad)} of {len(rec['results'])} result files are missing or changed ({', '.join(bad[:3])})"
+        return f"{len(bad)} of {len(rec)} result files are missing or changed ({', '.join(bad[:3])})"
     return None
+
+
+def missing_outputs(stamp: dict, notebook: Path, results_dir: Path) -> str | None:
+    """Why the outputs a stamp lists are not all there as they were written, or None."""
+    if not Path(notebook).is_file():
+        return "the executed notebook is missing"
+    if file_digest(Path(notebook)) != stamp["outputs"].get("notebook"):
+        return "the executed notebook differs from the one this run wrote"
+    return changed_results(stamp, results_dir)
 
 
 def status(stamp_file: Path, inputs: dict, notebook: Path, results_dir: Path) -> tuple[bool, str]:
     """(complete, why): whether a chapter can be skipped, and the reason in words."""
-    stamp = read_stamp(stamp_file)
+    stamp = read_stamp(stamp_file, set_aside=True)
     if stamp is None:
         return False, "no finished run recorded (never executed with this build folder, or interrupted)"
     key = digest(inputs)
@@ -313,10 +347,6 @@ def status(stamp_file: Path, inputs: dict, notebook: Path, results_dir: Path) ->
     return True, f"inputs unchanged (key {key[:12]}) and outputs complete"
 
 
-def clear(stamp_file: Path) -> None:
-    Path(stamp_file).unlink(missing_ok=True)
-
-
 def write_stamp(stamp_file: Path, inputs: dict, notebook: Path, results_dir: Path, seconds: float) -> None:
     stray = unlisted_tables(results_dir)
     if stray:
@@ -324,3 +354,17 @@ def write_stamp(stamp_file: Path, inputs: dict, notebook: Path, results_dir: Pat
               f"{'it' if len(stray) == 1 else 'them'}", flush=True)
     write_json_atomic(stamp_file, {"format": FORMAT, "key": digest(inputs), "inputs": inputs,
                                    "outputs": outputs(notebook, results_dir), "seconds": round(seconds, 1)})
+
+
+def read_timings(path: Path) -> dict:
+    """The wall times recorded in a ``timings.json``: {chapter: {"seconds", ...}}, keeping only
+    entries of that shape; {} where the file is missing or cannot be read (one bad file costs no
+    page and no build: the findings page reads every profile's)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {ch: v for ch, v in data.items()
+            if isinstance(v, dict) and isinstance(v.get("seconds"), (int, float)) and not isinstance(v["seconds"], bool)}

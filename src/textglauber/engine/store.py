@@ -96,9 +96,54 @@ def save_atomic(obj, path: Path) -> None:
     os.replace(tmp, path)
 
 
+CHECKPOINT = "checkpoint.pt"
+_CHECKPOINT_KEYS = ("fingerprint", "states", "step", "chunks", "generator")
+
+
+def read_checkpoint(folder: Path) -> tuple[dict | None, str | None]:
+    """``(checkpoint, None)`` for the run saved in ``folder``, ``(None, None)`` where there is none,
+    ``(None, why)`` where there is one that cannot be read: a file torch cannot load (truncated,
+    say), one without the entries a checkpoint holds, or a chunk it lists missing or damaged (each
+    chunk's zip directory and CRCs are checked)."""
+    import zipfile
+
+    ckpt = Path(folder) / CHECKPOINT
+    if not ckpt.is_file():
+        return None, None
+    try:
+        saved = torch.load(ckpt, weights_only=False)
+    except Exception as exc:                      # torch raises several kinds for a damaged file
+        return None, f"torch cannot load it ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+    if not isinstance(saved, dict) or any(k not in saved for k in _CHECKPOINT_KEYS):
+        return None, f"it lacks the entries of a checkpoint ({', '.join(_CHECKPOINT_KEYS)})"
+    for c in saved["chunks"]:
+        if c.get("file") is None:
+            continue
+        try:
+            with zipfile.ZipFile(Path(folder) / c["file"]) as z:
+                bad = z.testzip()
+        except (OSError, zipfile.BadZipFile) as exc:
+            return None, f"its chunk {c['file']} cannot be read ({exc})"
+        if bad is not None:
+            return None, f"its chunk {c['file']} is damaged ({bad})"
+    return saved, None
+
+
 def saved_run(folder: Path) -> dict | None:
-    ckpt = Path(folder) / "checkpoint.pt"
-    return torch.load(ckpt, weights_only=False) if ckpt.is_file() else None
+    """The run saved in ``folder``, or None where there is none or it cannot be read."""
+    return read_checkpoint(folder)[0]
+
+
+def set_aside_unreadable(out_dir: Path, why: str) -> None:
+    """Move a folder whose checkpoint cannot be read out of the way (``<out_dir>.old-unreadable``,
+    one kept) with one line naming the file and why, so that its chains start afresh and no later
+    run stumbles on it again."""
+    aside = out_dir.with_name(f"{out_dir.name}.old-unreadable")
+    if aside.exists():
+        shutil.rmtree(aside) if aside.is_dir() else aside.unlink()
+    os.replace(out_dir, aside)
+    print(f"{out_dir / CHECKPOINT}: cannot be read: {why}; the folder is moved aside to {aside.name} and these "
+          "chains start afresh", flush=True)
 
 
 def resume_or_set_aside(out_dir: Path, wanted: tuple[str, ...]) -> dict | None:
@@ -109,8 +154,11 @@ def resume_or_set_aside(out_dir: Path, wanted: tuple[str, ...]) -> dict | None:
     aside to ``<out_dir>.old-<its fingerprint>`` beside ``out_dir`` (one such folder is kept: the
     one moved before goes), and one line says so. A run moved aside earlier whose fingerprint is
     wanted comes back and resumes, so going back to the parameters of the run before costs
-    nothing. Chunks without a checkpoint (a run killed before its first) are dropped."""
-    here = saved_run(out_dir)
+    nothing. A checkpoint that cannot be read is named and moved aside (:func:`set_aside_unreadable`).
+    Chunks without a checkpoint (a run killed before its first) are dropped."""
+    here, why = read_checkpoint(out_dir)
+    if why is not None:
+        set_aside_unreadable(out_dir, why)
     if here is not None and here["fingerprint"] in wanted:
         return here
     aside = sorted(out_dir.parent.glob(f"{out_dir.name}.old-*")) if out_dir.parent.is_dir() else []

@@ -19,7 +19,8 @@ not what it is used as (a folder with no model in it, a masked LM where the caus
 wanted, a config.json whose sizes do not fit the weights) raises :class:`ModelMismatchError`,
 found from config.json, the file names and the safetensors headers alone, without reading any
 weights (:func:`folder_problems`; the build's pre-flight runs :func:`check_models` on every model a
-profile names, in the role its chapter gives it).
+profile names, at any depth of its parameters, in the role its chapter gives it, and
+:func:`token_problems` on the tokens named for each, reading its tokenizer alone).
 
 The parts, each importing only those above it:
 
@@ -29,13 +30,14 @@ The parts, each importing only those above it:
 - ``headers``, ``folders``  what a model's files are, read without loading them
 - ``loading``    :func:`load`, :func:`tokenizer`, :class:`LoadedModel`
 - ``scorers``    :class:`MaskedLMScorer`, :class:`CausalLMScorer`, :func:`open_mlm`
-- ``preflight``  :func:`check_models`, :func:`length_problems`, :func:`wanted_models`, :func:`or_skip`
+- ``preflight``  :func:`check_models`, :func:`length_problems`, :func:`token_problems`, :func:`wanted_models`,
+  :func:`or_skip`
 """
 from .folders import ROLES, folder_problems, model_folder, model_kind
 from .loading import CAUSAL_KINDS, MLM_KINDS, LoadedModel, load, loading_report, special_frame, tokenizer
 from .lookup import resolve
 from .preflight import (Wanted, check_available, check_models, config_positions, length_problems, or_skip,
-                        wanted_models)
+                        token_problems, wanted_models)
 from .scorers import CausalLMScorer, MaskedLMScorer, head_parts, open_mlm
 from .source import ModelMismatchError, ModelSource, ModelUnavailableError
 
@@ -43,4 +45,4 @@ __all__ = ["CAUSAL_KINDS", "MLM_KINDS", "ROLES", "CausalLMScorer", "LoadedModel"
            "ModelMismatchError", "ModelSource", "ModelUnavailableError", "Wanted", "check_available",
            "check_models", "config_positions", "folder_problems", "head_parts", "length_problems", "load",
            "loading_report", "model_folder", "model_kind", "open_mlm", "or_skip", "resolve", "special_frame",
-           "tokenizer", "wanted_models"]
+           "token_problems", "tokenizer", "wanted_models"]

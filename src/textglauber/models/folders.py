@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from .. import hub
-from .headers import gguf_architecture, weight_shapes
+from .headers import gguf_architecture, weight_shapes, weights_problem
 from .source import ModelSource
 
 
@@ -20,6 +20,7 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
                 "pytorch_model.bin.index.json")
 _LAYER_NAMES = ("layer", "layers", "h", "block", "blocks")
 EMBEDDING_NAMES = ("word_embeddings", "wte", "embed_tokens", "tok_embeddings")
+UNREADABLE = "its weights cannot be read: "     # begins a problem of the files themselves, whatever the role
 
 
 def model_folder(src: ModelSource) -> Path | None:
@@ -168,8 +169,9 @@ def _sentence_folder(folder: Path) -> tuple[Path | None, str]:
 
 def folder_problems(src: ModelSource, role: str) -> list[str]:
     """Why the files of a resolved model cannot serve as ``role`` (a key of ``ROLES``): cheap, from
-    config.json, the file names and the safetensors headers; no weights are read. Empty if nothing
-    is wrong, or where the files are not here to look at (a hub model that is not cached)."""
+    config.json, the file names, the safetensors headers and the PyTorch zips' directories
+    (:func:`weights_problem`: a file cut short is named with the fix); no weights are read. Empty if
+    nothing is wrong, or where the files are not here to look at (a hub model that is not cached)."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {sorted(ROLES)}, got {role!r}")
     folder = model_folder(src)
@@ -215,10 +217,13 @@ def folder_problems(src: ModelSource, role: str) -> list[str]:
     missing = _files_problems(folder, src)
     if missing and not (src.is_hub and hub.reachable()):    # a hub model downloads what the cache lacks
         problems += missing
+    broken = weights_problem(folder)
+    if broken:
+        return problems + [UNREADABLE + broken]
     try:
         found = weight_shapes(folder)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return problems + [f"its weights cannot be read: {exc}"]
+        return problems + [UNREADABLE + str(exc)]
     if found is not None:
         mism = _shape_problems(cfg, src.model_class, *found)
         if mism:

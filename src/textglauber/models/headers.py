@@ -1,10 +1,14 @@
 """Reading weight files' headers without their tensors: a GGUF file's architecture, a safetensors
-file's tensor shapes, and those of a folder's (possibly sharded) safetensors weights."""
+file's tensor shapes, those of a folder's (possibly sharded) safetensors weights, and whether a
+folder's weights can be read at all (:func:`weights_problem`)."""
 from __future__ import annotations
 
 import json
 import struct
+import zipfile
 from pathlib import Path
+
+REFETCH = "Fix: download or copy the model again (a file cut short is most often a download or copy that stopped)"
 
 
 def gguf_architecture(path: Path) -> str | None:
@@ -55,18 +59,20 @@ def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
     with open(path, "rb") as f:
         head = f.read(8)
         if len(head) < 8:
-            raise ValueError(f"{path.name} is not a safetensors file (it has {size} bytes)")
+            raise ValueError(f"{path} is not a safetensors file (it has {size} bytes)")
         (n,) = struct.unpack("<Q", head)
         if n > min(size - 8, 100 * 2**20):
-            raise ValueError(f"{path.name} is not a safetensors file (its header length is {n} bytes)")
+            raise ValueError(f"{path} is not a safetensors file (its header length is {n} bytes)")
         try:
             header = json.loads(f.read(n))
         except ValueError:
-            raise ValueError(f"{path.name} is not a safetensors file (its header is not JSON)") from None
+            raise ValueError(f"{path} is not a safetensors file (its header is not JSON)") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{path} is not a safetensors file (its header is not a JSON object)")
     tensors = {k: v for k, v in header.items() if k != "__metadata__"}
     end = max((int(v["data_offsets"][1]) for v in tensors.values()), default=0)
     if 8 + n + end > size:
-        raise ValueError(f"{path.name} is cut short: its header needs {8 + n + end} bytes, the file has {size}")
+        raise ValueError(f"{path} is cut short: its header needs {8 + n + end} bytes, the file has {size}")
     return {k: tuple(int(d) for d in v["shape"]) for k, v in tensors.items()}
 
 
@@ -89,3 +95,79 @@ def weight_shapes(folder: Path) -> tuple[dict[str, tuple[int, ...]], str] | None
     for f in files:
         shapes.update(safetensors_shapes(folder / f))
     return shapes, where
+
+
+def _lfs_pointer(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(24).startswith(b"version https://git-lfs")
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    try:
+        safetensors_shapes(path)
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        return f"{exc}. {REFETCH}"
+    return None
+
+
+def _bin_problem(path: Path) -> str | None:
+    """A PyTorch checkpoint is a zip archive whose central directory sits at its very end: a file cut
+    short has none, and :class:`zipfile.ZipFile` cannot open it. (A legacy pickle file, from before
+    PyTorch 1.6, cannot be checked without reading it, and is let through.)"""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not head:
+        return f"{path} is empty. {REFETCH}"
+    if head == b"PK\x03\x04":
+        try:
+            with zipfile.ZipFile(path) as z:
+                names = z.namelist()
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            return f"{path} is cut short or damaged: its zip directory cannot be read ({exc}). {REFETCH}"
+        if not any(n.endswith("data.pkl") for n in names):
+            return f"{path} is a zip archive but not a PyTorch checkpoint (it holds no data.pkl). {REFETCH}"
+        return None
+    if head[:1] == b"\x80":
+        return None
+    return f"{path} is neither a PyTorch checkpoint (a zip archive) nor a pickle. {REFETCH}"
+
+
+def _index_problem(index: Path, check) -> str | None:
+    """A sharded checkpoint: its index names the shards, each must be there and readable."""
+    try:
+        files = sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))
+    except (OSError, ValueError, AttributeError) as exc:
+        return f"{index} is not a readable index of shards ({exc}). {REFETCH}"
+    missing = [f for f in files if not (index.parent / f).is_file()]
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        return (f"{index} lists {len(missing)} shard(s) that are not in {index.parent} "
+                f"({', '.join(missing[:3])}{more}). {REFETCH}")
+    for f in files:
+        problem = _weights_file_problem(index.parent / f, check)
+        if problem:
+            return problem
+    return None
+
+
+def _weights_file_problem(path: Path, check) -> str | None:
+    if _lfs_pointer(path):
+        return (f"{path} is a Git LFS pointer, not the weights. Fix: run git lfs pull in {path.parent}, "
+                "or download the model again")
+    return check(path)
+
+
+def weights_problem(folder: Path) -> str | None:
+    """Why the weights that transformers would load from ``folder`` cannot be read, or None: a
+    safetensors file whose header is not one or whose size falls short of its largest data offset,
+    a PyTorch zip whose directory cannot be opened, a shard its index lists that is not there, a Git
+    LFS pointer in place of the file. Headers and directories alone are read, never the tensors;
+    the message names the file and the fix."""
+    folder = Path(folder)
+    for single, index, check in (("model.safetensors", "model.safetensors.index.json", _safetensors_problem),
+                                 ("pytorch_model.bin", "pytorch_model.bin.index.json", _bin_problem)):
+        if (folder / single).is_file():
+            return _weights_file_problem(folder / single, check)
+        if (folder / index).is_file():
+            return _index_problem(folder / index, check)
+    return None

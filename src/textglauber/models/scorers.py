@@ -239,6 +239,10 @@ def open_mlm(spec: dict, device: str | None = "auto", dtype: str | None = "auto"
     ``spec`` holds ``name`` and optionally ``whole_words``, ``alphabetic`` or ``tokens`` for the
     allowed vocabulary."""
     lm = load(spec["name"], kind="mlm", device=device, dtype=dtype)
-    vocab = allowed_vocabulary(lm.tokenizer, whole_words=spec.get("whole_words", False),
-                               alphabetic=spec.get("alphabetic", False), tokens=spec.get("tokens"))
+    try:
+        vocab = allowed_vocabulary(lm.tokenizer, whole_words=spec.get("whole_words", False),
+                                   alphabetic=spec.get("alphabetic", False), tokens=spec.get("tokens"))
+    except ValueError as exc:          # name the model: a chapter may open several
+        raise ValueError(f"model {spec['name']!r}: {exc} (its allowed tokens must be tokens of its own vocabulary; "
+                         "the build's pre-flight names the parameter that lists them)") from None
     return lm, MaskedLMScorer(lm, vocab)

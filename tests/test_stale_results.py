@@ -332,11 +332,11 @@ def test_artifact_readers_of_every_kind():
     assert artifacts.artifact_readers(smoke, "bench-smoke") == ["cost"]
     assert "basins" in artifacts.artifact_readers(smoke, "tiny") and "traps" not in artifacts.artifact_readers(smoke, "tiny")
     spec = {"artifacts": ["standins", "english", "bench"],
-            "chapters": {"a": {"parameters": {"model": {"name": "_build/standins/gpt2"}}},
-                         "b": {"parameters": {"topic_scorer": "sentence:trained:english"}},
-                         "c": {"parameters": {"training_run": "english"}},
-                         "d": {"parameters": {"model": {"name": "trained:english-large"}}},
-                         "e": {"reads_files": ["results/bench/bench-*.csv"], "parameters": {}}}}
+            "chapters": {"a": {"notebook": "book/05_traps.ipynb", "parameters": {"model": {"name": "_build/standins/gpt2"}}},
+                         "b": {"notebook": "book/04_basins.ipynb", "parameters": {"topic_scorer": "sentence:trained:english"}},
+                         "c": {"notebook": "book/01_incompatibility.ipynb", "parameters": {"training_run": "english"}},
+                         "d": {"notebook": "book/05_traps.ipynb", "parameters": {"model": {"name": "trained:english-large"}}},
+                         "e": {"notebook": "book/90_cost.ipynb", "reads_files": ["results/bench/bench-*.csv"], "parameters": {}}}}
     assert artifacts.artifact_readers(spec, "standins") == ["a"]
     assert artifacts.artifact_readers(spec, "english") == ["b", "c"]
     assert artifacts.artifact_readers(spec, "bench") == ["e"]

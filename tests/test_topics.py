@@ -322,7 +322,7 @@ def test_findings_line_says_whether_the_recurrence_exceeds_the_null(tmp_path):
 
     (tmp_path / "manifest.json").write_text(json.dumps({"parameters": {
         "basin_label": "politics", "labels": ["politics"] + [f"l{k}" for k in range(10)], "steps": 600,
-        "null_seeds": ["shuffled", "random"]}, "tables": ["summary", "recurrence", "recurrence_null"]}))
+        "null_seeds": ["shuffled", "random"]}, "tables": ["summary", "recurrence"]}))
     results.write_table(pd.DataFrame({"seed topic": ["health"], "politics at 0": [0.01], "politics at end": [0.1]}),
                         tmp_path, "summary")
     results.write_table(pd.DataFrame({"model": "m", "chain": range(6), "crossed_up": [True, True, True, False, True, False],
@@ -333,6 +333,8 @@ def test_findings_line_says_whether_the_recurrence_exceeds_the_null(tmp_path):
                          "n topic": 4, "n null": [2, 1], "count topic": 3, "count null": [1, 1], "p": [0.5, 0.7],
                          "exceeds": False})
     results.write_table(rows, tmp_path, "recurrence_null")
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "tables": [*manifest["tables"], "recurrence_null"]}))
     line = findings.basins(tmp_path, tmp_path, "x")
     assert "3 of 4 topic-seeded chains against 1 of 2 chains from seeds with no topic" in line
     assert "p = 0.5): the recurrence does not exceed the null model's." in line

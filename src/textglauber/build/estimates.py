@@ -76,7 +76,8 @@ CALIBRATION_PARAMETERS = {
                                 {"name": "package:antiberty", "tokens": ["G", "S", "Y", "A"], "n": 5},
                                 {"name": "trained:english", "tokens": ["the", "a", "of", "and"], "n": 5}],
                      "temperatures": [0.25, 0.5, 1.0, 2.0, 4.0], "pairs": 300, "budget": 5000, "rectangles": 1000,
-                     "chains": 32},
+                     "chains": 32, "holding": {"temperatures": [0.1, 0.25], "deepest": 2, "chains": 200,
+                                                                                      "steps": 10_000_000}},
 }
 OVERHEAD_S = 12.0               # per chapter at the reference speed: kernel, imports, models, figures
 FIXED_S = {"cost": 30.0}        # chapters with no work count: a fixed time at the reference speed

@@ -331,10 +331,11 @@ def test_every_notebook_of_every_profile_has_a_schema_and_its_defaults_pass_it()
 
 def test_the_limits_the_schema_states_are_the_librarys():
     """The schema imports nothing of the library (see its constants); these tie them together."""
-    from textglauber import exact, ising, topics, train_mlm
+    from textglauber import exact, ising, phase, topics, train_mlm
     from textglauber.bench import cache as bench_cache
 
     assert schema.MAX_STATES == exact.MAX_STATES and schema.MAX_SPINS == ising.MAX_SPINS
+    assert schema.PHASE_MAX_N == phase.MAX_N and schema.PHASE_TMIX_MAX_STATES == phase.TMIX_MAX_STATES
     assert schema.NULL_SEEDS == topics.NULL_SEEDS
     assert set(schema.TRAINING_PRESETS) == set(train_mlm.PRESETS)
     assert set(schema.ARTIFACTS) == {"standins", *bench_cache.PRESETS, *train_mlm.PRESETS}

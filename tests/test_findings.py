@@ -49,7 +49,8 @@ def root(tmp_path):
     # crossover: at n = 4 pairs couple at T = 1 and 2 (not 0.5): fast from T = 1; at n = 8 only at T = 2
     x = base / "crossover"
     manifest(x, {"profile": PROFILE, "model": {"name": "m-one"}, "delta": 0.3, "sweeps": 10, "budget_sweeps": 40,
-                 "fast_within": 5, "lengths": [4, 8]}, [{"name": "m-one"}], commit="fff0000aaa")
+                 "fast_within": 5, "lengths": [4, 8], "phase": {"linear_factor": 3.0}}, [{"name": "m-one"}],
+             commit="fff0000aaa")
     cells = pd.DataFrame({"temperature": [0.5, 1.0, 2.0] * 2, "n": [4] * 3 + [8] * 3,
                           "median": [np.nan, 40, 12, np.nan, np.nan, 30], "censored": 0.0, "kind": "coupling"})
     cells["fast"] = cells["median"] <= 5 * cells.n * np.log(cells.n)      # 27.7 at n = 4, 83.2 at n = 8
@@ -58,6 +59,18 @@ def root(tmp_path):
                                       "verdict": ["cannot tell", "n log n", "n"], "support": ["", "strong", "moderate"],
                                       "reported": ["cannot tell", "n log n", "cannot tell"], "p": [np.nan, 1.3, 1.0],
                                       "p low": [np.nan, 1.2, 0.8], "p high": [np.nan, 1.4, 1.2]}), x, "law_fits")
+    # the boundary's bootstrap ranges: T 1 to 2 at n = 4 and 2 to 2 at n = 8 overlap
+    results.write_table(pd.DataFrame({"n": [4, 8], "threshold": [1.0, 2.0], "low": [1.0, 2.0], "high": [2.0, 2.0],
+                                      "replicates": 1000}), x, "boundary_intervals")
+    # the exact phase diagram: t_rel = 2 n at T = 4 (linear), e^n at T = 0.5 (exponential)
+    from textglauber import phasegrid
+    ns = [3, 4, 5]
+    exact = pd.DataFrame([{"model": "m-one", "design": "global", "tokens": "a|b", "n": n, "temperature": T,
+                           "states": 2 ** n, "t_rel": 2.0 * n if T == 4.0 else float(np.exp(n)), "resolved": True,
+                           "t_mix": np.nan, "alpha": 0.5 if T == 4.0 else 3.0, "top_state": "a", "top_mass": 0.5,
+                           "rows_scored": n * 2 ** (n - 1)} for n in ns for T in (0.5, 4.0)])
+    results.write_table(exact, x, "phase_exact")
+    results.write_table(phasegrid.verdicts(exact, 3.0), x, "phase_verdicts")
     # basins: 4 chains of the first model, 3 crossed up; a second model's chains do not count
     bs = base / "basins"
     manifest(bs, {"profile": PROFILE, "basin_label": "politics", "labels": ["politics"] + [f"l{k}" for k in range(10)],
@@ -120,7 +133,11 @@ def test_headlines_are_read_from_the_results(root):
     assert "T = 1: cannot tell, no exponent" in c["crossover"]
     assert "T = 2: n log n (strong), power-law exponent p = 1.30 [95% interval 1.20 to 1.40]" in c["crossover"]
     assert "A one-range fit" in c["crossover"]
-    assert "within 5 n ln n steps, budgets of 40 sweeps) stays the same from n = 4 to n = 8" in c["crossover"]
+    assert ("within 5 n ln n steps, budgets of 40 sweeps), as bootstrap ranges from n = 4 to n = 8: the ranges at the "
+            "shortest and the longest length overlap") in c["crossover"]
+    assert c["crossover"].startswith("Computed exactly on two-token chains")
+    assert "for m-one at n = 3 to 5" in c["crossover"] and "linearly in n (t_rel/n within 3x) at the hottest " \
+        "temperatures in 1 of 1" in c["crossover"]
     assert "mean politics score over the 2 seed topics 0.020 at step 0 and 0.150 at step 600" in c["basins"]
     assert "3 of 4 chains crossed the politics baseline (1/11)" in c["basins"]
     assert "m-one at T = 0.5, 4 chains x 2,000 steps: 3 traps, 1 perfect (33%), mean duration 300 steps (100 to 600)" \

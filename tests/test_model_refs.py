@@ -47,7 +47,7 @@ SMOKE = {
                         ("mlms[2]", "trained:tiny", "mlm", ""), ("control", "tiny-causal", "causal", ""),
                         ("training_run", "trained:tiny", "mlm", "trained")],
     "bounds": [("mlms[0]", "tiny-mlm", "mlm", ""), ("mlms[1]", "trained:tiny", "mlm", "")],
-    "crossover": [("model", "tiny-mlm", "mlm", "")],
+    "crossover": [("model", "tiny-mlm", "mlm", ""), ("phase.models[0]", "tiny-mlm", "mlm", "")],   # issue 51's nested models
     "traps": [("model", "tiny-mlm", "mlm", ""), ("escape.models[0]", "tiny-mlm", "mlm", ""),
               ("escape.exact_models[0]", "tiny-mlm", "mlm", "")],
     "basins": [("mlms[0]", "tiny-mlm", "mlm", ""), ("mlms[1]", "trained:tiny", "mlm", ""),
@@ -71,7 +71,7 @@ def test_every_smoke_chapter_names_the_models_it_did_and_the_nested_ones(chapter
         (k, n, r, f"{chapter} {k}") for k, n, r, via in SMOKE[chapter] if via != "trained"]
     assert stamps.models_read(prm, nb) == sorted({n for _, n, _ in top})
     assert P.corpus_names(prm, nb) == {"incompatibility": ["tiny"] * 4, "bounds": ["tiny"] * 2,
-                                       "crossover": ["tiny"], "traps": ["tiny"]}.get(chapter, [])
+                                       "crossover": ["tiny", "tiny"], "traps": ["tiny"]}.get(chapter, [])
     # a caller with the parameters alone finds the same models
     assert [(r.key, r.name, r.role) for r in schema.model_refs(None, prm)] == [(k, n, r) for k, n, r in top]
 
@@ -290,3 +290,35 @@ def test_the_trap_search_passes_over_no_fixed_point_and_nothing_else():
     with pytest.raises(trapsearch.NoFixedPoint):
         trapsearch.deep_traps(_Flipping(), 2, 3, gen, batches=2)
     assert issubclass(trapsearch.NoFixedPoint, RuntimeError)
+
+
+# --------------------------------------------------------------------------- chapter 3's phase models (issue 51)
+def _phase_with(spec: dict, **changes) -> dict:
+    spec["chapters"]["crossover"]["parameters"]["phase"]["models"][0].update(changes)
+    return spec
+
+
+def _refused_crossover(name: str) -> list[str]:
+    with pytest.raises(SystemExit) as exc:
+        build_preflight.preflight(name, ["crossover"])
+    return str(exc.value).splitlines()[1:]
+
+
+def test_the_phase_models_of_the_crossover_chapter_are_found_with_pair_corpus_and_length():
+    """Issue 51 adds models under crossover.phase.models: the walker finds them by type, with no
+    new code in the key or the pre-flight."""
+    refs = {r.key: r for r in _smoke_refs("crossover")}
+    ph = refs["phase.models[0]"]
+    assert (ph.name, ph.role, ph.corpus) == ("tiny-mlm", "mlm", "tiny")
+    assert ph.tokens == (("phase.models[0].pair", ["the", "dog"], ("the", "dog")),)
+    assert ph.lengths == (("phase.models[0].max_n", 9, 9),)
+
+
+def test_a_phase_pair_outside_the_vocabulary_and_a_length_beyond_the_limit_are_refused(pdir, tmp_path, no_weights):
+    build_preflight.preflight("smoke", ["crossover"])
+    lines = _refused_crossover(write(pdir, "ptok", _phase_with(shipped(), pair=["the", "zzz"])))
+    assert len(lines) == 1 and "phase.models[0].pair = ['the', 'zzz']: ['zzz'] not in the vocabulary of model " \
+                               "'tiny-mlm'" in lines[0], lines
+    spec = _phase_with(shipped(), max_n=21)                          # beyond phase.MAX_N, whatever the model
+    with pytest.raises(ProfileError, match=r"phase.models\[0\].max_n = 21"):
+        P.check_profile(write(pdir, "ptoo", spec))

@@ -84,7 +84,7 @@ def test_without_a_record_the_line_is_an_estimate_that_scales_with_the_parameter
     ch = spec["chapters"]["crossover"]["parameters"]
     ch["trials"], ch["pairs"] = 2 * ch["trials"], 2 * ch["pairs"]
     [twice] = lines_for(spec, ["crossover"], tmp_path, runs)
-    assert 1.8 < twice.seconds / line.seconds < 2.0
+    assert 1.7 < twice.seconds / line.seconds < 2.0     # the exact phase section scales with neither
     traps = offline()
     [t1] = lines_for(traps, ["traps"], tmp_path, runs)
     traps["chapters"]["traps"]["parameters"]["steps"] *= 2

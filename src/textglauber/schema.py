@@ -56,6 +56,8 @@ DEFAULT_KEYS = ("seed", "device", "dtype", "on_missing_model")
 # tests/test_bad_params.py checks that each equals the library's own.
 MAX_STATES = 20_000                 # textglauber.exact.MAX_STATES: states an exact chain enumerates
 MAX_SPINS = 12                      # textglauber.ising.MAX_SPINS
+PHASE_MAX_N = 20                    # textglauber.phase.MAX_N: 2^20 states, 10^7 rows (a GPU's)
+PHASE_TMIX_MAX_STATES = 4096        # textglauber.phase.TMIX_MAX_STATES: exact powers of a dense kernel
 NULL_SEEDS = ("shuffled", "random")  # textglauber.topics.NULL_SEEDS
 TRAINING_PRESETS = ("english", "tiny")                                  # textglauber.train_mlm.PRESETS
 ARTIFACTS = ("standins", "bench", "bench-smoke", "bench-metastable", *TRAINING_PRESETS)   # build.build_artifacts
@@ -331,6 +333,48 @@ class ExactModel(ModelSpec):
     n: Length(Int(ge=2))
 
 
+class PhaseModel(ModelSpec):
+    """A masked LM of the exact phase diagram (:mod:`textglauber.phase`): restricted to two tokens
+    per site, ``pair`` at every site (the global design) and a passage of ``corpus`` with the
+    model's top alternative at each site (the passage design), at every n up to ``max_n``."""
+    pair: ListOf(Token, "two tokens", min_length=2, distinct=True)
+    corpus: CorpusName
+    max_n: Length(Int(ge=3, le=PHASE_MAX_N))
+
+    @model_validator(mode="after")
+    def _two(self):
+        if len(self.pair) != 2:
+            raise relation("pair", self.pair, "must name exactly two tokens")
+        return self
+
+
+class Phase(Closed):
+    """Chapter 3's exact phase diagram: two-token chains of each model at every n from ``min_n`` to
+    its ``max_n``, at each temperature; t_mix by exact powers up to ``tmix_max_states`` states;
+    coupling calibrated on the exact chain at ``calibration_n``."""
+    noun: ClassVar[str] = "a key of phase"
+    models: ListOf(PhaseModel, "model entries {name, pair, corpus, max_n, ...}")
+    min_n: Int(ge=2)
+    temperatures: ListOf(PosNum, "finite numbers > 0", min_length=2, distinct=True)
+    tmix_max_states: Int(ge=4, le=PHASE_TMIX_MAX_STATES)
+    linear_factor: Num(gt=1)
+    calibration_n: Int(ge=2)
+    calibration_pairs: Int(ge=10)
+
+    @model_validator(mode="after")
+    def _relations(self):
+        for k, m in enumerate(self.models):
+            if m.max_n < self.min_n:
+                raise relation(f"models[{k}].max_n", m.max_n, f"must be at least min_n = {self.min_n}")
+            if self.calibration_n > m.max_n:
+                raise relation("calibration_n", self.calibration_n,
+                               f"must be at most every model's max_n (models[{k}].max_n = {m.max_n})")
+        if 2 ** self.calibration_n > self.tmix_max_states:
+            raise relation("calibration_n", self.calibration_n, f"must keep 2^calibration_n within tmix_max_states = "
+                                                                f"{self.tmix_max_states} (the exact t_mix it is set beside)")
+        return self
+
+
 # ----- the chapters
 class Chapter(Closed):
     """What the build injects into every chapter: the profile's name, the results folder and the
@@ -413,6 +457,7 @@ class Crossover(Chapter):
     reference_sweeps: PosNum
     fast_within: PosNum
     power_replicates: PosInt
+    phase: Phase
 
     @model_validator(mode="after")
     def _relations(self):

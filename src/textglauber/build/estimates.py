@@ -245,6 +245,9 @@ def _bounds_work(p: dict) -> float:
     return sum(per * model_cost(_name(m), n) for m in _items(p.get("mlms")))
 
 
+PHASE_CELL = 0.01   # a phase cell's linear algebra per state, in rows (about 1 ms a state at 4096 states)
+
+
 def _crossover_work(p: dict) -> float:
     m = p["model"]
     name = _name(m)
@@ -257,6 +260,19 @@ def _crossover_work(p: dict) -> float:
         budget = int(p["budget_sweeps"]) * n if "budget_sweeps" in p else int(p["budget"])
         work += (COUPLING_SHARE * 2 * int(p["pairs"]) * len(p["coupling_temperatures"]) * budget
                  * step_cost(name, n))
+    return work + _phase_work(p.get("phase") or {})
+
+
+def _phase_work(ph: dict) -> float:
+    """The exact phase section: per model, both designs score n 2^(n-1) rows at every n from
+    ``min_n`` to ``max_n`` (the calibration's n once more), and each (n, T) cell's linear algebra
+    costs about :data:`PHASE_CELL` rows per state (eigenvalues, the stationary law, the powers for
+    t_mix up to ``tmix_max_states``)."""
+    work = 0.0
+    for m in _items(ph.get("models")):
+        ns = list(range(int(ph.get("min_n", 3)), int(m["max_n"]) + 1)) + [int(ph.get("calibration_n", 0))]
+        work += sum(2 * n * 2 ** (n - 1) * model_cost(_name(m), n) for n in ns if n >= 2)
+        work += sum(2 * len(ph.get("temperatures", [])) * PHASE_CELL * 2 ** n for n in ns if n >= 2)
     return work
 
 

@@ -165,13 +165,14 @@ def bounds(folder: Path, root: Path, profile: str) -> str:
 def crossover(folder: Path, root: Path, profile: str) -> str:
     from .. import crossover as cx
 
-    m, fits, summary = _manifest(folder), _table(folder, "law_fits"), _table(folder, "summary")
+    m, fits = _manifest(folder), _table(folder, "law_fits")
     if m is None or fits is None:
         return ""
     par = m["parameters"]
     delta = float(par["delta"])
     main = fits[np.isclose(fits.delta, delta)]
-    text = (f"Growth law of the hitting times (δ = {delta:g}, budgets of {par['sweeps']:g} sweeps), by temperature: "
+    text = _phase(folder, par)
+    text += (f" Growth law of the hitting times (δ = {delta:g}, budgets of {par['sweeps']:g} sweeps), by temperature: "
             + "; ".join(f"T = {r['temperature']:g}: {_e(_law(r))}" for r in main.to_dict("records")) + ".")
     laws = _table(folder, "coupling_law_fits")
     if laws is not None and len(laws):
@@ -180,13 +181,26 @@ def crossover(folder: Path, root: Path, profile: str) -> str:
     elif laws is not None:
         text += " No temperature was fast at three lengths, so no growth law of the coupling times was tested."
     text += " " + _e(cx.law_caveat(par["lengths"]))
-    if summary is not None and "fast" in summary:
-        boundary = cx.fast_threshold(summary[summary.kind == "coupling"])
-        if boundary:
-            text += (f" The coupling grid's fast/slow boundary (median coupling time within {float(par['fast_within']):g} "
-                     f"n ln n steps, budgets of {par['budget_sweeps']:g} sweeps) {_e(cx.threshold_trend(boundary))} from "
-                     f"n = {boundary[0][0]} to n = {boundary[-1][0]}.")
-    return text + f" Model: {_name(par['model']['name'])}."
+    intervals = _table(folder, "boundary_intervals")
+    if intervals is not None and len(intervals):
+        text += (f" The coupling grid's fast/slow boundary (median coupling time within {float(par['fast_within']):g} "
+                 f"n ln n steps, budgets of {par['budget_sweeps']:g} sweeps), as bootstrap ranges from "
+                 f"n = {int(intervals.n.min())} to n = {int(intervals.n.max())}: "
+                 + _e({"rises": "it rises (the range at the longest length lies wholly above the one at the shortest)",
+                       "falls": "it falls (the range at the longest length lies wholly below the one at the shortest)",
+                       "cannot tell": "the ranges at the shortest and the longest length overlap, so whether it moves "
+                                      "cannot be told"}[cx.boundary_verdict(intervals)]) + ".")
+    return (text + f" Model: {_name(par['model']['name'])}.").lstrip()
+
+
+def _phase(folder: Path, par: dict) -> str:
+    """The exact phase diagram's verdict (chapter 3's opening section), or nothing where the run has none."""
+    from .. import phasepage
+
+    table, verdicts = _table(folder, "phase_exact"), _table(folder, "phase_verdicts")
+    if table is None or verdicts is None:
+        return ""
+    return _e(phasepage.findings_line(verdicts, table, float(par["phase"]["linear_factor"])))
 
 
 def _law(row: dict) -> str:

@@ -1,0 +1,213 @@
+"""Page text of chapter 3's exact phase diagram: its sentences, views and figure, all read off the
+``phase_exact`` table, its verdicts (:func:`textglauber.phasegrid.verdicts`) and its coupling
+calibration. Nothing here computes a chain; every sentence is built from the rows it is given, so
+it holds on every profile.
+
+Two-token chains are chains of a model's conditionals restricted to two tokens per site, not of
+its free generation over the whole vocabulary: every sentence that reports them says so.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+RESTRICTED = ("two-token chains (each site restricted to two tokens and the model's conditional renormalised "
+              "over them), not the model's free generation over its whole vocabulary")
+
+
+def _temps(values) -> str:
+    vals = sorted(float(v) for v in values)
+    return ", ".join(f"{v:g}" for v in vals) if vals else "none"
+
+
+def design_label(design: str, tokens: str) -> str:
+    return f"global pair {tokens}" if design == "global" else "passage design"
+
+
+def regimes(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per model and design: the temperatures at which t_rel grows linearly, exponentially, in a
+    non-monotone way, otherwise or is unresolved; the lowest temperature from which every hotter
+    one is linear (``linear from``, inf where the hottest is not); and the lowest temperature from
+    which Dobrushin's alpha < 1 at every n and every hotter temperature (``alpha < 1 from``)."""
+    rows = []
+    for (model, design), g in verdicts.groupby(["model", "design"], sort=False):
+        g = g.sort_values("temperature")
+        kinds = g["t_rel growth"].to_numpy()
+        temps = g.temperature.to_numpy(float)
+        rows.append({"model": model, "design": design, "n from": int(g["n from"].min()), "n to": int(g["n to"].max()),
+                     **{k: _temps(temps[kinds == k]) for k in ("linear", "exponential", "non-monotone", "unresolved")},
+                     "other": _temps(temps[~np.isin(kinds, ["linear", "exponential", "non-monotone", "unresolved"])]),
+                     "linear from": _from_top(temps, kinds == "linear"),
+                     "t_mix linear from": _from_top(temps, g["t_mix growth"].to_numpy() == "linear"),
+                     "alpha < 1 from": _from_top(temps, g["dobrushin at every n"].to_numpy(bool))})
+    return pd.DataFrame(rows)
+
+
+def _from_top(temps: np.ndarray, ok: np.ndarray) -> float:
+    """The lowest temperature from which ``ok`` holds at it and every hotter one (inf if not at the top)."""
+    run = 0
+    for flag in ok[::-1]:
+        if not flag:
+            break
+        run += 1
+    return float(temps[len(temps) - run]) if run else math.inf
+
+
+def _t(value: float) -> str:
+    return "no temperature of the grid" if math.isinf(value) else f"T ≥ {value:g}"
+
+
+def verdict_sentences(verdicts: pd.DataFrame, table: pd.DataFrame, factor: float) -> list[str]:
+    """One sentence per model and design: how t_rel grows with n at each temperature (linear:
+    t_rel/n within ``factor`` over the range), and where Dobrushin's condition holds beside where
+    mixing is linear in fact."""
+    out = []
+    tokens = table.drop_duplicates(["model", "design"]).set_index(["model", "design"]).tokens
+    for r in regimes(verdicts).to_dict("records"):
+        parts = [f"linear (t_rel/n within {factor:g}x) at T = {r['linear']}" if r["linear"] != "none"
+                 else f"linear (t_rel/n within {factor:g}x) at no temperature"]
+        for kind, words in (("exponential", "growing exponentially in n"), ("non-monotone", "not monotone in n"),
+                            ("other", "growing polynomially or falling"), ("unresolved", "not resolved at some n")):
+            if r[kind] != "none":
+                parts.append(f"{words} at T = {r[kind]}")
+        where = design_label(r["design"], tokens.get((r["model"], r["design"]), ""))
+        out.append(f"{r['model']}, {where}, n = {r['n from']} to {r['n to']}: t_rel is " + "; ".join(parts)
+                   + f". t_rel grows linearly in n for {_t(r['linear from'])}, and the exact t_mix (where computed) "
+                   f"for {_t(r['t_mix linear from'])}, while Dobrushin's condition α < 1 holds at every n for "
+                   f"{_t(r['alpha < 1 from'])}.")
+    return out
+
+
+def headline(verdicts: pd.DataFrame, table: pd.DataFrame, factor: float) -> str:
+    """The chapter's verdict on the preprint's crossover claim, from the exact rows."""
+    if table.empty:
+        return "No model of the phase section could be had, so there is no exact phase diagram in this run."
+    reg = regimes(verdicts)
+    hot = reg[np.isfinite(reg["linear from"])]
+    cold = reg[(reg.exponential != "none") | (reg["non-monotone"] != "none") | (reg.unresolved != "none")]
+    models = ", ".join(dict.fromkeys(table.model))
+    n_lo, n_hi = int(table.n.min()), int(table.n.max())
+    text = (f"Computed exactly on {RESTRICTED}, for {models} at n = {n_lo} to {n_hi}: the relaxation time grows "
+            f"linearly in n (t_rel/n within {factor:g}x) at the hottest temperatures in {len(hot)} of {len(reg)} "
+            f"model-and-design cases, and grows exponentially, swings or is not resolved at some colder temperature in "
+            f"{len(cold)} of {len(reg)}.")
+    if len(hot):
+        later = int((hot["alpha < 1 from"] > hot["linear from"]).sum())
+        text += (f" Of the {len(hot)} cases with a linear hot phase, Dobrushin's sufficient condition α < 1 (at every n) "
+                 f"starts at a higher temperature than linear growth of t_rel in {later}"
+                 + (": there the theorem's condition covers less than the fast phase." if later else "."))
+    return text
+
+
+def spikes(verdicts: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """For each non-monotone (model, design, T): the length where t_rel/n peaks and the state that
+    holds the most stationary mass there, beside the same at the neighbouring lengths."""
+    rows = []
+    bad = verdicts[verdicts["t_rel growth"] == "non-monotone"]
+    for v in bad.to_dict("records"):
+        g = table[(table.model == v["model"]) & (table.design == v["design"])
+                  & np.isclose(table.temperature, v["temperature"])].sort_values("n")
+        per = g.t_rel / g.n
+        k = int(np.argmax(per.to_numpy()))
+        for j in range(max(k - 1, 0), min(k + 2, len(g))):
+            r = g.iloc[j]
+            rows.append({"model": r.model, "design": r.design, "temperature": float(r.temperature), "n": int(r.n),
+                         "peak": j == k, "t_rel/n": float(per.iloc[j]), "top state": r.top_state,
+                         "its stationary mass": float(r.top_mass)})
+    return pd.DataFrame(rows, columns=["model", "design", "temperature", "n", "peak", "t_rel/n", "top state",
+                                       "its stationary mass"])
+
+
+def verdict_view(verdicts: pd.DataFrame) -> pd.DataFrame:
+    return verdicts[["model", "design", "temperature", "n from", "n to", "t_rel growth", "t_mix growth", "max alpha",
+                     "dobrushin at every n", "t_rel words"]]
+
+
+def calibration_view(cal: pd.DataFrame) -> pd.DataFrame:
+    return cal.assign(**{"q75 / t_mix": cal.q75 / cal.t_mix})[
+        ["model", "design", "n", "temperature", "starts", "pairs", "t_mix", "median", "q75", "q75 / t_mix"]]
+
+
+def calibration_sentence(cal: pd.DataFrame) -> str:
+    """By what factor the 75% quantile of coupling times from random starts falls short of the
+    exact t_mix(1/4), and what the worst pair of starts gives."""
+    if cal.empty:
+        return ("No cell of the calibration had an exact t_mix short enough to couple within its budget, so the "
+                "coupling protocol was not calibrated in this run.")
+    rnd, worst = cal[cal.starts == "random pairs"], cal[cal.starts == "worst pair"]
+    r = (rnd.q75 / rnd.t_mix).to_numpy()
+    w = (worst.q75 / worst.t_mix).to_numpy()
+    under = int((r < 1).sum())
+    text = (f"On the exact chains at n = {int(cal.n.iloc[0])} ({len(rnd)} cells of model, design and temperature), the "
+            f"75% quantile of coupling times from uniformly drawn pairs of starts is {r.min():.2g} to {r.max():.2g} "
+            f"times the exact t_mix(1/4): below it in {under} of {len(r)} cells")
+    if under:
+        text += f", so coupling from such starts understates the mixing time by a factor of up to {1 / r.min():.2g}"
+    text += (f". From the pair of starts chosen as the worst the ratio is {w.min():.2g} to {w.max():.2g}. By the "
+             "coupling inequality only the worst pair's tail bounds the distance to stationarity, so a quantile from "
+             "typical starts describes those starts and bounds nothing")
+    if (w < 1).any():
+        k = int((w < 1).sum())
+        text += (f"; the chosen pair is a heuristic, and in the {k} cell{'s' if k != 1 else ''} where its ratio is "
+                 "below 1 some other pair of starts stays further apart")
+    return text + "."
+    return text
+
+
+def cost_sentence(cost: pd.DataFrame, notes: list[str]) -> str:
+    parts = [f"{r['model']}: n up to {r['max_n']}, {r['rows_scored']:,} rows scored, {r['seconds']:.0f} s"
+             for r in cost.to_dict("records")]
+    text = ("Each (site, context) row is scored once per design and serves every temperature: "
+            + "; ".join(parts) + "." if parts else "No model was scored.")
+    return text + "".join(f" {n}." for n in notes)
+
+
+def unresolved_sentence(table: pd.DataFrame) -> str:
+    bad = table[~table.resolved.astype(bool)]
+    if bad.empty:
+        return "The second eigenvalue was resolved from 1 in float64 at every cell."
+    return (f"At {len(bad)} of {len(table)} cells the spectral gap is below float64's resolution (or the sparse solver "
+            f"did not converge), so t_rel is not given there; those cells report instead the lower bound "
+            f"t_mix ≥ (1 − π(B) − ε)/max exit probability of the set B the chain leaves least readily "
+            f"(largest: {bad.t_mix_lower.max():.3g} steps). The lower bound from t_rel, (t_rel − 1) ln 2, holds at "
+            "every resolved cell without reversibility and is used nowhere as an upper bound.")
+
+
+def plot(table: pd.DataFrame):
+    """t_rel/n and t_mix/(n ln n) against n, one line per temperature, one row of two panels per
+    model and design, log scales (unresolved and uncomputed cells left out)."""
+    import matplotlib.pyplot as plt
+
+    from . import figures
+
+    groups = list(table.groupby(["model", "design"], sort=False))
+    fig, axes = plt.subplots(len(groups), 2, figsize=(figures.WIDTH_IN, 2.3 * len(groups) + 0.6), squeeze=False)
+    temps = sorted(table.temperature.unique())
+    colours = plt.cm.coolwarm(np.linspace(0, 1, len(temps)))
+    for (key, g), (a, b) in zip(groups, axes):
+        for T, c in zip(temps, colours):
+            h = g[np.isclose(g.temperature, T)].sort_values("n")
+            a.plot(h.n, h.t_rel / h.n, "o-", ms=3, color=c, label=f"T = {T:g}")
+            b.plot(h.n, h.t_mix / (h.n * np.log(h.n)), "o-", ms=3, color=c)
+        a.set_title(f"{key[0]} ({key[1]}): t_rel / n", fontsize=8)
+        b.set_title(f"{key[0]} ({key[1]}): t_mix / (n ln n)", fontsize=8)
+        for ax in (a, b):
+            ax.set_yscale("log")
+            ax.set_xlabel("n")
+    axes[0][0].legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def findings_line(verdicts: pd.DataFrame, table: pd.DataFrame, factor: float) -> str:
+    """The findings page's sentence on the exact phase diagram."""
+    return headline(verdicts, table, factor)
+
+
+def beside_preprint(table: pd.DataFrame, profile: str) -> str:
+    models = ", ".join(dict.fromkeys(table.model)) or "no model"
+    return (f"The exact phase diagram above is computed on the {profile} profile for {models}, as {RESTRICTED}; "
+            "the preprint's hitting and coupling times are measured on full-vocabulary chains of BERT-family models, "
+            "so the two are set side by side as shapes, not as the same numbers.")

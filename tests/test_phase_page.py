@@ -45,7 +45,7 @@ def test_sentences_say_what_the_rows_show_and_change_when_they_do():
     assert "linear (t_rel/n within 3x) at T = 2, 8" in line and "exponentially in n at T = 0.5" in line
     assert "t_rel grows linearly in n for T ≥ 2" in line and "α < 1 holds at every n for T ≥ 8" in line
     head = phasepage.headline(v, t, 3.0)
-    assert "in 1 of 1 model-and-design cases" in head and "than linear growth of t_rel in 1:" in head
+    assert "in 1 of 1 model-and-design cases" in head and "than linear growth of t_rel in 1 of them:" in head
     # the hottest temperature made exponential: no temperature is linear from the top any more
     hot = table(NS, {**LAWS, 8.0: lambda n: math.exp(0.9 * n)}, ALPHA)
     v2 = phasegrid.verdicts(hot, 3.0)

@@ -96,7 +96,7 @@ def headline(verdicts: pd.DataFrame, table: pd.DataFrame, factor: float) -> str:
     if len(hot):
         later = int((hot["alpha < 1 from"] > hot["linear from"]).sum())
         text += (f" Of the {len(hot)} cases with a linear hot phase, Dobrushin's sufficient condition α < 1 (at every n) "
-                 f"starts at a higher temperature than linear growth of t_rel in {later}"
+                 f"starts at a higher temperature than linear growth of t_rel in {later} of them"
                  + (": there the theorem's condition covers less than the fast phase." if later else "."))
     return text
 

@@ -5,7 +5,8 @@ basin of radius k is the Hamming ball {x : d(x, x*) < k}; the chain *escapes* at
 at which d(x, x*) >= k. With k = 1 that is the first change of state, whose law is geometric with
 the one-state holding time h(T) = 1 / (1 - P(x*, x*)) as its mean, exact from the n conditionals
 of x* (:func:`holding_times`). With k > 1 the chain comes back to x* many times before it gets k
-sites away (at low temperature, exp(barrier / T) times); nothing gives that law in closed form on
+sites away (at low temperature, about exp(V / T) times, with V the least cost of a path out:
+:mod:`textglauber.quasipotential`); nothing gives that law in closed form on
 a real model's vocabulary, so it is sampled.
 
 A jump engine pays for every move, and those returns are moves: at the temperatures where the
@@ -31,14 +32,18 @@ import torch
 
 from . import exact, survival
 from .engine import draw_from, holding_time, leave_probability, score_gap, superbasin, without
+from .engine.superbasin import exit_cdf, exit_quantile
 
 LAW_BYTES = 1.5e9        # float64 conditionals of the states one cell holds at once (recomputed from rows past it)
+BASIN_CAP = 256          # the superbasin's most states (the trap and the states come to twice)
 
 
 class RowMemo:
-    """A scorer that keeps every row it scores, keyed by (state, site): the cells of one trap at
-    other temperatures and distances reuse them (raw scores do not depend on T), which changes no
-    draw. ``rows`` counts the rows the model scored."""
+    """A scorer that keeps every row it scores, keyed by (masked context, site): a row of site i does
+    not read the token at i, so the states that differ only there share it, and the cells of one trap
+    at other temperatures and distances reuse it (raw scores do not depend on T), as does the
+    quasi-potential search (:mod:`textglauber.quasipotential`); no draw changes. ``rows`` counts the
+    rows the model scored."""
 
     def __init__(self, scorer, max_bytes: float = 3e9):
         self.inner, self.vocab = scorer, scorer.vocab
@@ -51,10 +56,14 @@ class RowMemo:
         return self.inner.max_length
 
     def scores(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
-        keys = [(tuple(x), i) for x, i in zip(states.tolist(), sites.tolist())]
-        new = [j for j, key in enumerate(keys) if key not in self.memo]
+        keys = [(tuple(x[:i]) + (-1,) + tuple(x[i + 1:]), i) for x, i in zip(states.tolist(), sites.tolist())]
+        first = {}
+        for j, key in enumerate(keys):
+            if key not in self.memo:
+                first.setdefault(key, j)
         fresh = {}
-        if new:
+        if first:
+            new = list(first.values())
             out = self.inner.scores(states[new], sites[new]).cpu()
             self.rows += len(new)
             fresh = {keys[j]: out[r] for r, j in enumerate(new)}
@@ -188,7 +197,7 @@ def _masked_mass(logp: torch.Tensor, excluded: list[tuple[int, int]]) -> np.ndar
 
 
 def escape_times(scorer, center, k: int, temperature: float, chains: int, horizon: float, seed: int, *,
-                 max_jumps: int = 100_000, basin_cap: int = 256, visits: int = 2) -> EscapeRun:
+                 max_jumps: int = 100_000, basin_cap: int = BASIN_CAP, visits: int = 2) -> EscapeRun:
     """``chains`` chains started at ``center`` (a state, (n,)), each run until its first step at
     Hamming distance >= ``k`` from it, or to step ``horizon`` (censored there), or until it has made
     ``max_jumps`` events (censored at the step of its last one). A chain outside the superbasin
@@ -284,6 +293,20 @@ def hamming_ball(states: np.ndarray, center: int, k: int) -> np.ndarray:
     return (np.asarray(states) != np.asarray(states)[center]).sum(1) < k
 
 
+def exact_exit_law(chain, center: int, k: int, horizon: float = 2.0 ** 1000) -> tuple[superbasin.ExitLaw, int]:
+    """The exact law of the escape time from states[center] out of its ball of radius k on an
+    enumerated chain, as the superbasin's doubling tables of the whole ball (no subtraction): with
+    :func:`textglauber.engine.superbasin.exit_cdf` and ``exit_quantile`` it gives the distribution
+    the chains are drawn from. Returns (tables, the center's row in them)."""
+    members = hamming_ball(chain.states, center, k)
+    B = np.flatnonzero(members)
+    rows = exact._rows(chain.kernel, B)
+    inside = rows[:, B].copy()
+    inside[np.arange(len(B)), np.arange(len(B))] = 0.0
+    law = superbasin.exit_law(inside, rows[:, ~members].sum(1), horizon)
+    return law, int(B.searchsorted(center))
+
+
 def exact_escape(chain, center: int, k: int) -> dict:
     """Exact expected escape time from states[center] out of its Hamming ball of radius k on an
     enumerated chain (:func:`textglauber.exact.exit_time`, no subtraction, so deep traps keep their
@@ -301,18 +324,46 @@ def exact_escape(chain, center: int, k: int) -> dict:
             "basin states": int(members.sum()), "holding": float(1 / leave[center])}
 
 
+def distribution_test(times, law: superbasin.ExitLaw, start: int, bins: int = 10) -> dict:
+    """A chi-square test of uncensored escape times against their exact law (:func:`exact_exit_law`):
+    the bins are cut at the exact deciles (steps; a step that carries several deciles cuts once),
+    their chances read off the exact CDF at those steps, so a discrete law is tested at its own
+    atoms. Returns the statistic, its degrees of freedom, the p-value and the exact median."""
+    from scipy.stats import chi2
+
+    t = np.asarray(times, float)
+    edges = sorted({exit_quantile(law, start, q) for q in np.arange(1, bins) / bins} - {math.inf})
+    cdf = np.array([exit_cdf(law, start, e) for e in edges] + [1.0])
+    probs = np.diff(np.concatenate([[0.0], cdf]))
+    observed = np.diff(np.concatenate([[0], [(t <= e).sum() for e in edges], [len(t)]]))
+    use = probs > 0
+    expected = probs[use] * len(t)
+    stat = float(((observed[use] - expected) ** 2 / expected).sum())
+    dof = int(use.sum()) - 1
+    return {"chi2": stat, "chi2 dof": dof, "chi2 p": float(chi2.sf(stat, dof)) if dof > 0 else math.nan,
+            "exact median": exit_quantile(law, start, 0.5)}
+
+
 def check_against_exact(table_scorer, chain, center: int, k: int, temperature: float, chains: int, seed: int,
-                        level: float, max_jumps: int = 100_000, want: dict | None = None) -> dict:
-    """One exactness case: the escape times from an enumerated chain's state against the exact mean,
-    by :func:`mean_interval` at ``level`` (a family of cases should share a Bonferroni level). No
-    horizon: every chain runs until it escapes, within ``max_jumps`` events (a chain stopped there
-    fails the case). ``want``: :func:`exact_escape` of the case, where the caller has solved it."""
+                        level: float, max_jumps: int = 100_000, want: dict | None = None, basin_cap: int = BASIN_CAP) -> dict:
+    """One exactness case: the escape times from an enumerated chain's state against their exact law.
+    The mean by :func:`textglauber.survival.mean_interval` at ``level``, and the whole distribution by
+    :func:`distribution_test`, failed where its p-value is below 1 - ``level`` (a family of cases
+    should share a Bonferroni level). No horizon: every chain runs until it escapes, within
+    ``max_jumps`` events (a chain stopped there fails the case). ``want``: :func:`exact_escape` of the
+    case, where the caller has solved it; ``basin_cap``: the superbasin's cap, lowered to run the
+    capping code (``cap reached`` says whether the superbasin filled)."""
     want = want or exact_escape(chain, center, k)
     run = escape_times(table_scorer, torch.as_tensor(chain.states[center]), k, temperature, chains, math.inf, seed,
-                       max_jumps=max_jumps)
+                       max_jumps=max_jumps, basin_cap=basin_cap)
     mean, lo, hi = survival.mean_interval(run.times, level)
-    inside = bool(not run.censored.any() and lo <= want["mean"] <= hi)
+    dist = distribution_test(run.times, *exact_exit_law(chain, center, k))
+    clean = not run.censored.any()
+    mean_ok = bool(clean and lo <= want["mean"] <= hi)
+    dist_ok = bool(clean and not dist["chi2 p"] < 1 - level)
     return {"k": k, "temperature": temperature, "exact mean": want["mean"], "exact moves": want["moves"],
             "one-state holding time": want["holding"], "basin states": want["basin states"],
             "chains": chains, "censored": float(run.censored.mean()), "mean": mean, "mean_low": lo, "mean_high": hi,
-            "level": level, "inside": inside, "rows": run.rows}
+            "median": float(np.median(run.times)), **dist, "level": level, "mean inside": mean_ok,
+            "distribution passes": dist_ok, "inside": mean_ok and dist_ok, "basin cap": basin_cap,
+            "cap reached": bool(run.basin_states >= basin_cap), "rows": run.rows}

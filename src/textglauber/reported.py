@@ -38,4 +38,6 @@ CROSSOVER = {"growth_law": "n log n", "fit": "a n log n + b at high temperature"
 
 # section 6: traps on bert-base-uncased (30 chains x 10,000 steps)
 TRAPS = {"chains": 30, "steps": 10_000, "traps": 17, "mean_duration": 671, "duration_range": (150, 4_950),
-         "perfect": 4, "approximate": 13, "bound": "escape times below one step for every trap: valid but vacuous"}
+         "perfect": 4, "approximate": 13, "bound": "escape times below one step for every trap: valid but vacuous",
+         # section 6 states no temperature; the preprint's chains run at T = 1 (sections 4 and 5), read so here
+         "temperature": 1.0}

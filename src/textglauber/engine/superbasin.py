@@ -90,3 +90,32 @@ def sample_exit(law: ExitLaw, start: int, v: float, w: float) -> tuple[float, in
     if cdf[-1] <= 0:                         # an exit drawn where no member can leave: rounding at the tables' end
         return math.inf, -1
     return float(t + 1), int(min(np.searchsorted(cdf, w * cdf[-1], side="right"), m - 1))
+
+
+def exit_cdf(law: ExitLaw, start: int, t: float) -> float:
+    """P(exit by step t) for a chain standing in member ``start`` (t within the tables), from the same
+    doubling tables: t's binary digits, highest first."""
+    if t < 1:
+        return 0.0
+    t = min(int(t), law.max_steps)
+    row = np.zeros(len(law.r))
+    row[start] = 1.0
+    F = 0.0
+    for j in range(len(law.f) - 1, -1, -1):
+        if t >> j & 1:
+            F += row @ law.f[j]
+            row = row * law.D[j] + row @ law.O[j]
+    return float(min(F, 1.0))
+
+
+def exit_quantile(law: ExitLaw, start: int, q: float) -> float:
+    """The least step t with P(exit by t) >= q (inf beyond the tables), as :func:`sample_exit` finds it."""
+    row = np.zeros(len(law.r))
+    row[start] = 1.0
+    F, t = 0.0, 0
+    for j in range(len(law.f) - 1, -1, -1):
+        F_next = F + row @ law.f[j]
+        if F_next < q:
+            row = row * law.D[j] + row @ law.O[j]
+            F, t = F_next, t + (1 << j)
+    return math.inf if t >= law.max_steps and law.f[-1].min() < 1.0 else float(t + 1)

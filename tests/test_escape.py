@@ -252,3 +252,26 @@ def test_exit_cdf_and_quantile_against_matrix_powers(enumerated):
     for q in (0.1, 0.5, 0.9):
         t = superbasin.exit_quantile(law, at, q)
         assert superbasin.exit_cdf(law, at, t) >= q > superbasin.exit_cdf(law, at, t - 1)
+
+
+def test_growth_runs_per_length_and_says_what_it_found(full_scorer):
+    """growth on the tiny MLM: one row per length with k = ceil(n/4), V_k at least the trap's margin
+    (a path out starts with a move that costs at least the margin), rows counted, chains only at the
+    check lengths; the words name a lower bound as one and compute the growth from the table."""
+    import pandas as pd
+    from textglauber import arrhenius
+
+    g = {"lengths": [6, 9], "traps": 2, "max_states": 60, "check_lengths": [6], "temperature": 0.5, "chains": 6}
+    gr = arrhenius.growth(full_scorer, "tiny", g, {"horizon": 1e12, "max_moves": 50}, torch.Generator().manual_seed(1))
+    assert list(gr.n) == [6, 9] and list(gr.k) == [2, 3]
+    assert (gr.predicted_exponent >= gr.margin - 1e-9).all() and (gr.rows_scored >= 0).all()
+    assert np.isfinite(gr["median"].iloc[0]) or gr.censored.iloc[0] > 0.5
+    assert np.isnan(gr["median"].iloc[1])
+    hand = pd.DataFrame({"model": ["m"] * 3, "n": [8, 16, 32], "k": [2, 4, 8], "predicted_exponent": [1.0, 2.0, 3.5],
+                         "exponent": [1.0, 2.0, np.nan], "exponent case": ["one well", "one well", "unfinished"],
+                         "rows_scored": [10, 200, 9000], "temperature": [0.5] * 3,
+                         "median": [100.0, 1000.0, np.nan]})
+    words = arrhenius.growth_sentence(hand)
+    assert "n = 32: at least 3.5" in words and "scored 10 to 9000 rows" in words
+    assert "from 1 to 2, a factor of 2.00 against 2.0 in n" in words
+    assert f"a change of {math.log(10):.2f} in its log, where the exponents predict 2.00" in words

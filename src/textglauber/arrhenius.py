@@ -107,6 +107,35 @@ def at_preprint_temperature(scorer, model: str, fits: pd.DataFrame, p: dict, gen
     return pd.DataFrame(out)
 
 
+def growth(scorer, model: str, g: dict, p: dict, gen: torch.Generator) -> pd.DataFrame:
+    """Escape against length, decided by the scores: at each of ``g["lengths"]``, the deepest of up to
+    ``g["traps"]`` perfect traps found (the largest margin) and its V_k at k = ceil(n/4)
+    (:func:`textglauber.quasipotential.barrier`, at most ``g["max_states"]`` states opened); at the
+    ``check_lengths``, ``chains`` chains at ``temperature`` to the same distance (``p``'s horizon and
+    event budget), to test the prediction's growth against measured escape times."""
+    memo, out = escape.RowMemo(scorer), []
+    for n in g["lengths"]:
+        k = math.ceil(n / 4)
+        row = {"model": model, "n": n, "k": k}
+        traps = find_traps(memo, n, g["traps"], gen)
+        if not traps:
+            out.append({**row, "exponent case": "no trap"})
+            continue
+        margins = [escape.margin(escape.site_scores(memo, x), x, scorer.vocab) for x in traps]
+        x = traps[int(np.argmax(margins))]
+        bar = quasipotential.barrier(memo, x, k, max_states=g["max_states"])
+        row.update({"trap_ids": " ".join(map(str, x.tolist())), "margin": max(margins), "traps found": len(traps),
+                    "predicted_exponent": bar.value, "exponent": bar.exponent, "exponent case": bar.case,
+                    "rows_scored": bar.rows, "search states": bar.states, "temperature": g["temperature"]})
+        if n in g["check_lengths"]:
+            run = escape.escape_times(memo, x, k, g["temperature"], g["chains"], p["horizon"], _seed(gen),
+                                      max_jumps=p["max_moves"])
+            med = survival.summarize(run.times, run.censored, n_boot=500)
+            row.update({key: med[key] for key in ("chains", "censored", "median", "median_low", "median_high")})
+        out.append(row)
+    return pd.DataFrame(out)
+
+
 def exactness(tables: list[tuple[str, object]], p: dict, gen: torch.Generator) -> pd.DataFrame:
     """The exactness cases (:func:`exact_cases`) of each enumerated model ``(name, TabulatedScorer)``,
     each run and compared with its exact law (mean and whole distribution,
@@ -279,6 +308,34 @@ def exact_sentence(ex: pd.DataFrame) -> str:
         text += (f"; in {deep} of them the trap's own holding time exceeds 2^53 steps, where 1 - P(x, x) computed "
                  "by subtraction loses every digit")
     return text + "."
+
+
+def growth_sentence(gr: pd.DataFrame) -> str:
+    """Escape against length in words: per model, V_k at k = ceil(n/4) over the lengths (lower bounds
+    named), the rows the searches scored, and the measured medians against the prediction's growth."""
+    if not len(gr):
+        return "No model ran the growth section."
+    parts = []
+    for model, g in gr.groupby("model", sort=False):
+        done = g[g["exponent case"].isin(["one well", "several wells"])]
+        text = f"{model}: " + ", ".join(
+            f"n = {r.n}: {'at least ' if r['exponent case'] == 'unfinished' else ''}{r.predicted_exponent:.3g}"
+            for _, r in g.iterrows() if r["exponent case"] != "no trap")
+        text += (f" (V_k at k = n/4 rounded up; the searches scored {int(g.rows_scored.min())} to "
+                 f"{int(g.rows_scored.max())} rows)") if "rows_scored" in g and g.rows_scored.notna().any() else ""
+        if len(done) >= 2:
+            a, b = done.iloc[0], done.iloc[-1]
+            text += (f"; from n = {a.n} to {b.n} the exponent goes from {a.exponent:.3g} to {b.exponent:.3g}, "
+                     f"a factor of {b.exponent / a.exponent:.2f} against {b.n / a.n:.1f} in n")
+        checked = g[np.isfinite(g.get("median", pd.Series(dtype=float)))] if "median" in g else g.iloc[:0]
+        if len(checked) >= 2:
+            a, b = checked.iloc[0], checked.iloc[-1]
+            T = a.temperature
+            text += (f"; at T = {T:g} the median escape time goes from {a['median']:.3g} steps (n = {a.n}) to "
+                     f"{b['median']:.3g} (n = {b.n}): a change of {math.log(b['median'] / a['median']):.2f} in its "
+                     f"log, where the exponents predict {(b.exponent - a.exponent) / T:.2f} up to prefactors")
+        parts.append(text)
+    return "V_k against length. " + "; ".join(parts) + "."
 
 
 def cost_sentence(cells: pd.DataFrame, seconds: float) -> str:

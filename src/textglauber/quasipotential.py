@@ -42,6 +42,7 @@ import torch
 
 from .escape import RowMemo, site_scores
 
+MAX_STATES = 500          # states one search may open (n rows each at most) before it reports a lower bound
 MAX_WELLS = 6               # wells the W-graph formula enumerates (x* included): 6^6 graphs at most
 TIE = 1e-9                  # costs within this of each other are equal (float32 scores, float64 sums)
 
@@ -68,7 +69,7 @@ class Barrier:
     path: list[Move]         # the cheapest path out (empty where not finished)
     wells: int               # wells other than the trap that the search met below V_k
     exponent: float          # the low-temperature exponent: V_k with no other well, else the W-graph value
-    case: str                # "one well", "several wells" or "unfinished"
+    case: str                # "one well", "several wells" or "unfinished" (a search ran out of its budget)
     rows: int                # rows the model scored for these searches (rows already in the memo are free)
     states: int              # states the searches expanded
     well_states: list[tuple] = field(default_factory=list)
@@ -170,7 +171,7 @@ def _path(search: _Search, end: tuple) -> list[Move]:
     return out[::-1]
 
 
-def barrier(scorer, trap, k: int, max_states: int = 20_000) -> Barrier:
+def barrier(scorer, trap, k: int, max_states: int = MAX_STATES) -> Barrier:
     """V_k of ``trap`` ((n,) token ids) and the low-temperature exponent of leaving its ball of radius
     k (module docstring). ``scorer`` is wrapped in a :class:`RowMemo` unless it is one."""
     memo = scorer if isinstance(scorer, RowMemo) else RowMemo(scorer)
@@ -190,7 +191,8 @@ def barrier(scorer, trap, k: int, max_states: int = 20_000) -> Barrier:
     if wells:
         exponent, extra = _reduced_exponent(memo, center, k, [center, *wells], max_states)
         expanded += extra
-        case = "several wells"
+        case = "several wells" if math.isfinite(exponent) else "unfinished"
+        exponent = exponent if math.isfinite(exponent) else math.nan
     return Barrier(k, value, True, upper, _path(s, s.exit), len(wells), exponent, case, memo.rows - rows0,
                    expanded, wells)
 

@@ -481,6 +481,29 @@ class Crossover(Chapter):
         return self
 
 
+class EscapeGrowth(Closed):
+    """Chapter 5's growth of escape with length (:func:`textglauber.arrhenius.growth`): at each length,
+    the deepest of ``traps`` perfect traps found (largest margin) and its V_k at k = ceil(n/4), by a
+    search of at most ``max_states`` states; chains at ``temperature`` at the ``check_lengths``."""
+    noun: ClassVar[str] = "a key of escape.growth"
+    models: ListOf(ModelSpec, "model entries {name, ...}")
+    lengths: ListOf(Length(Int(ge=4)), "integers >= 4, increasing", distinct=True)
+    traps: PosInt
+    max_states: PosInt
+    check_lengths: ListOf(Int(ge=4), "lengths of escape.growth.lengths", distinct=True)
+    temperature: PosNum
+    chains: Int(ge=2)
+
+    @model_validator(mode="after")
+    def _relations(self):
+        if list(self.lengths) != sorted(self.lengths):
+            raise relation("lengths", self.lengths, "must be increasing")
+        for k, n in enumerate(self.check_lengths):
+            if n not in self.lengths:
+                raise relation(f"check_lengths[{k}]", n, f"must be one of lengths = {list(self.lengths)}")
+        return self
+
+
 class Escape(Closed):
     """Chapter 5's escape section (:mod:`textglauber.arrhenius`)."""
     noun: ClassVar[str] = "a key of escape"
@@ -498,6 +521,7 @@ class Escape(Closed):
     exact_distances: ListOf(PosInt, "integers >= 1", distinct=True)
     exact_chains: Int(ge=2)
     exact_max_moves: PosInt      # events a chain of the exactness check may make
+    growth: EscapeGrowth
 
     @model_validator(mode="after")
     def _relations(self):

@@ -67,10 +67,14 @@ def test_the_stamp_wins_and_changed_parameters_rescale_its_time(tmp_path):
     half["escape"]["exact_chains"] = prm["escape"]["exact_chains"] // 2
     cache.write_stamp(stamp, {"parameters": half}, tmp_path / "none.ipynb", tmp_path / "none", 300.0)
     ratio = estimates.chapter_work("traps", prm) / estimates.chapter_work("traps", half)
-    assert ratio == pytest.approx(2.0, rel=0.05)           # the enumerated kernels of the exactness check do not halve
+    # the enumerated kernels of the exactness check, the quasi-potential searches and the growth
+    # section's trap finding do not halve: the ratio is that of the work with and without them
+    fixed = estimates.chapter_work("traps", {**prm, "chains": 0, "escape": {**prm["escape"], "chains": 0, "exact_chains": 0}})
+    whole = estimates.chapter_work("traps", prm)
+    assert ratio == pytest.approx(whole / (fixed + (whole - fixed) / 2), rel=0.02) and 1.5 < ratio < 2.0
     [scaled] = lines_for(spec, ["traps"], tmp_path, runs, measure=no_probe)
     assert scaled.seconds == pytest.approx(estimates.OVERHEAD_S + (300.0 - estimates.OVERHEAD_S) * ratio, rel=1e-6)
-    assert scaled.basis.startswith("last run: 300 s, scaled by 2x")
+    assert scaled.basis.startswith(f"last run: 300 s, scaled by {ratio:.1f}x")
 
 
 # --------------------------------------------------------------------------- estimates
@@ -89,11 +93,11 @@ def test_without_a_record_the_line_is_an_estimate_that_scales_with_the_parameter
     [t1] = lines_for(traps, ["traps"], tmp_path, runs)
     traps["chapters"]["traps"]["parameters"]["steps"] *= 2
     [t2] = lines_for(traps, ["traps"], tmp_path, runs)
-    assert 1.5 < t2.seconds / t1.seconds < 2.0                 # the escape section's chains do not double
+    assert 1.3 < t2.seconds / t1.seconds < 2.0                 # the escape section (chains, searches) does not double
     traps["chapters"]["traps"]["parameters"]["escape"]["chains"] *= 2
     traps["chapters"]["traps"]["parameters"]["escape"]["exact_chains"] *= 2
     [t3] = lines_for(traps, ["traps"], tmp_path, runs)
-    assert 1.9 < t3.seconds / t1.seconds < 2.0
+    assert 1.7 < t3.seconds / t1.seconds < 2.0                 # searches and trap finding do not double
 
 
 def test_the_estimate_follows_the_probe_and_the_calibration(tmp_path):

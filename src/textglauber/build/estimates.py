@@ -124,6 +124,9 @@ EXACT_STEP = 2e-4      # one step of a chain on an enumerated kernel, in rows (a
 ESCAPE_ROWS = 5        # rows a chain of the escape section has scored, typically: the offline build of 554dc89
                        # scored 23,658 rows for its cells' 4,050 chains (5.8 a chain; rows are shared between
                        # the cells of a model), in 12,956 events, superbasin exits and jumps
+SEARCH_ROWS = 80       # rows a quasi-potential search scores per site of its trap, typically: rxnfp's BERT at n = 20
+                       # scored 7 to 1,626 rows for k = 1 to 5 (quasipotential.barrier, measured 2026-11-28)
+FIND_SWEEPS = 4        # sweeps of coordinate ascent from a random start to a fixed point, typically
 ESCAPE_CHAIN = 5.0     # a chain's own bookkeeping in row units (events, superbasin tables): the offline section of
                        # 554dc89 took 182 s for those 4,050 chains and its exactness check's 14,400 (400 a case)
 
@@ -278,16 +281,36 @@ def _phase_work(ph: dict) -> float:
 
 def _escape_work(e: dict) -> float:
     """Chapter 5's escape section: per model, trap, distance and temperature, ``chains`` chains
-    that score about :data:`ESCAPE_ROWS` rows each, plus the exactness check's enumerated kernels
-    and its chains, each chain with its own bookkeeping (:data:`ESCAPE_CHAIN`). ``max_moves`` is only the ceiling of a
-    chain's events, far above what the superbasin makes them take, so it is not the count."""
-    n, cells = int(e["seq_len"]), int(e["traps"]) * len(_items(e.get("distances"))) * int(e["temperatures"])
+    that score about :data:`ESCAPE_ROWS` rows each, each trap's quasi-potential searches
+    (:data:`SEARCH_ROWS`) and its chains at the preprint's temperature, plus the exactness check's
+    enumerated kernels and its chains (twice for k >= 2: the capped run), each chain with its own
+    bookkeeping (:data:`ESCAPE_CHAIN`), and the growth section (:func:`_growth_work`). ``max_moves``
+    is only the ceiling of a chain's events, far above what the superbasin makes them take."""
+    n, ks = int(e["seq_len"]), _items(e.get("distances"))
+    cells = int(e["traps"]) * (len(ks) * int(e["temperatures"]) + 1)
     work = sum(cells * int(e["chains"]) * (ESCAPE_ROWS * model_cost(_name(m), n) + ESCAPE_CHAIN)
+               + int(e["traps"]) * len(ks) * SEARCH_ROWS * n * model_cost(_name(m), n)
                for m in _items(e.get("models")))
-    cases = len(_items(e.get("exact_temperatures"))) * len(_items(e.get("exact_distances")))
+    dists = _items(e.get("exact_distances"))
+    cases = len(_items(e.get("exact_temperatures"))) * (len(dists) + sum(int(d) >= 2 for d in dists))
     for m in _items(e.get("exact_models")):
         k, nx = len(m["tokens"]), int(m["n"])
         work += k ** nx * nx * model_cost(_name(m), nx) + cases * int(e["exact_chains"]) * ESCAPE_CHAIN
+    return work + (_growth_work(e["growth"], e) if e.get("growth") else 0.0)
+
+
+def _growth_work(g: dict, e: dict) -> float:
+    """Per model and length: coordinate ascent from 2 x ``traps`` random starts (:data:`FIND_SWEEPS`
+    sweeps of n rows), a search of at most ``max_states`` states (n rows each, :data:`SEARCH_ROWS`
+    per site typically), and the chains at the check lengths."""
+    work = 0.0
+    for m in _items(g.get("models")):
+        for n in _items(g.get("lengths")):
+            n = int(n)
+            rows = 2 * int(g["traps"]) * FIND_SWEEPS * n + min(int(g["max_states"]), SEARCH_ROWS) * n
+            work += rows * model_cost(_name(m), n)
+            if n in _items(g.get("check_lengths")):
+                work += int(g["chains"]) * (ESCAPE_ROWS * model_cost(_name(m), n) + ESCAPE_CHAIN)
     return work
 
 

@@ -230,7 +230,7 @@ def headline(cells: pd.DataFrame, fits: pd.DataFrame) -> dict:
             "one_state_ratio": _range(fits[fits.k == 1]["one-state slope"] / fits[fits.k == 1].margin),
             "k1_against": _against(f[f.k == 1]), "deeper_against": _against(f[f.k > 1]),
             "several_wells": int((f[f.k > 1]["exponent case"] == "several wells").sum()),
-            "unfinished": int((fits["exponent case"] == "unfinished").sum())}
+            "unfinished": int((~fits["exponent case"].isin(["one well", "several wells"])).sum())}
 
 
 def _against(f: pd.DataFrame) -> dict:
@@ -275,8 +275,8 @@ def summary(h: dict) -> str:
                      f"slope is {lo:.2f} to {hi:.2f} times the prediction"
                      + _against_words(h["deeper_against"], "the prediction"))
     if h["unfinished"]:
-        parts.append(f"in {h['unfinished']} fits the path search ran out of its budget, so V_k there is only a "
-                     "lower bound and no prediction is compared")
+        parts.append(f"in {h['unfinished']} fits no prediction is compared: the path search ran out of its budget "
+                     "(V_k there is only a lower bound) or met more wells than the W-graph formula is run on")
     return "; ".join(parts) + "."
 
 
@@ -317,7 +317,7 @@ def growth_sentence(gr: pd.DataFrame) -> str:
         return "No model ran the growth section."
     parts = []
     for model, g in gr.groupby("model", sort=False):
-        done = g[g["exponent case"].isin(["one well", "several wells"])]
+        done = g[g["exponent case"].isin(["one well", "several wells"])]   # exponents known
         text = f"{model}: " + ", ".join(
             f"n = {r.n}: {'at least ' if r['exponent case'] == 'unfinished' else ''}{r.predicted_exponent:.3g}"
             for _, r in g.iterrows() if r["exponent case"] != "no trap")

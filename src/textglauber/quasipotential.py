@@ -69,7 +69,8 @@ class Barrier:
     path: list[Move]         # the cheapest path out (empty where not finished)
     wells: int               # wells other than the trap that the search met below V_k
     exponent: float          # the low-temperature exponent: V_k with no other well, else the W-graph value
-    case: str                # "one well", "several wells" or "unfinished" (a search ran out of its budget)
+    case: str                # "one well", "several wells", "unfinished" (a search ran out of its budget)
+                             # or "too many wells" (more than MAX_WELLS - 1 others: the formula is not run)
     rows: int                # rows the model scored for these searches (rows already in the memo are free)
     states: int              # states the searches expanded
     well_states: list[tuple] = field(default_factory=list)
@@ -186,9 +187,11 @@ def barrier(scorer, trap, k: int, max_states: int = MAX_STATES) -> Barrier:
         return Barrier(k, s.frontier, False, upper, [], len(s.wells), math.nan, "unfinished", memo.rows - rows0,
                        expanded, s.wells)
     value = s.cost[s.exit]
-    wells = [w for w in s.wells if s.cost[w] <= value + TIE][:MAX_WELLS - 1]
+    wells = [w for w in s.wells if s.cost[w] <= value + TIE]
     exponent, case = value, "one well"
-    if wells:
+    if len(wells) >= MAX_WELLS:
+        exponent, case = math.nan, "too many wells"
+    elif wells:
         exponent, extra = _reduced_exponent(memo, center, k, [center, *wells], max_states)
         expanded += extra
         case = "several wells" if math.isfinite(exponent) else "unfinished"

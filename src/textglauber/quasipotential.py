@@ -147,11 +147,9 @@ def _search(scorer, center: tuple, source: tuple, k: int, bound: float, absorbin
             if exit_ is not None and not left:
                 break
             continue
-        costs = move_costs(scorer, x)
+        moves = move_costs(scorer, x)
         expanded += 1
-        own = [pos[t] for t in x]
-        moves = costs.copy()
-        moves[np.arange(len(x)), own] = math.inf
+        moves[np.arange(len(x)), [pos[t] for t in x]] = math.inf
         if x != source and moves.min() > 0:
             wells.append(x)
         for i, a in zip(*np.nonzero(c + moves <= bound + TIE)):

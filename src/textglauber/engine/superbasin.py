@@ -70,12 +70,10 @@ def _diagonal(O: np.ndarray, f: np.ndarray) -> np.ndarray:
     return np.clip(1.0 - (O.sum(1) + f), 0.0, 1.0)
 
 
-def sample_exit(law: ExitLaw, start: int, v: float, w: float) -> tuple[float, int]:
-    """(exit step, index of the member left from) for a chain standing in member ``start``, from two
-    uniforms: ``v`` sets the step (the least t with P(exit by t) >= v; inf beyond the tables), ``w``
-    the member among those with weight Q^(t-1)(start, y) r(y)."""
-    m = len(law.r)
-    row = np.zeros(m)                        # row ``start`` of Q^t: the chain's law at step t, inside S
+def _last_before(law: ExitLaw, start: int, v: float) -> tuple[np.ndarray, int]:
+    """The largest t with P(exit by t) < v, found bit by bit from the tables, and row ``start`` of Q^t
+    (the chain's law at step t, inside S)."""
+    row = np.zeros(len(law.r))
     row[start] = 1.0
     F, t = 0.0, 0                            # P(exit by t), t
     for j in range(len(law.f) - 1, -1, -1):
@@ -83,6 +81,15 @@ def sample_exit(law: ExitLaw, start: int, v: float, w: float) -> tuple[float, in
         if F_next < v:
             row = row * law.D[j] + row @ law.O[j]
             F, t = F_next, t + (1 << j)
+    return row, t
+
+
+def sample_exit(law: ExitLaw, start: int, v: float, w: float) -> tuple[float, int]:
+    """(exit step, index of the member left from) for a chain standing in member ``start``, from two
+    uniforms: ``v`` sets the step (the least t with P(exit by t) >= v; inf beyond the tables), ``w``
+    the member among those with weight Q^(t-1)(start, y) r(y)."""
+    m = len(law.r)
+    row, t = _last_before(law, start, v)
     if t >= law.max_steps and law.f[-1].min() < 1.0:
         return math.inf, -1
     weight = row * law.r
@@ -110,12 +117,5 @@ def exit_cdf(law: ExitLaw, start: int, t: float) -> float:
 
 def exit_quantile(law: ExitLaw, start: int, q: float) -> float:
     """The least step t with P(exit by t) >= q (inf beyond the tables), as :func:`sample_exit` finds it."""
-    row = np.zeros(len(law.r))
-    row[start] = 1.0
-    F, t = 0.0, 0
-    for j in range(len(law.f) - 1, -1, -1):
-        F_next = F + row @ law.f[j]
-        if F_next < q:
-            row = row * law.D[j] + row @ law.O[j]
-            F, t = F_next, t + (1 << j)
+    _, t = _last_before(law, start, q)
     return math.inf if t >= law.max_steps and law.f[-1].min() < 1.0 else float(t + 1)

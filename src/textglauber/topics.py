@@ -307,12 +307,17 @@ def basin_chains(spec: dict, score, labels: list[str], seed_topics: list[str], *
     r = run(scorer, init, ChainSpec(temperature=temperature, steps=steps, record_every=score_every,
                                     checkpoint_every=steps), seed=int(torch.randint(2**31 - 1, (1,), generator=gen)))
     texts = [vocabulary.decode(lm.tokenizer, s) for s in r.states.reshape(-1, seq_len)]
-    probs = score(texts).reshape(len(r.steps), len(init), len(labels))
-    frame = pd.DataFrame([{"model": lm.name, "chain": b, "kind": kind[b], "seed topic": topic[b],
-                           "step": int(r.steps[k]), "text": texts[k * len(init) + b],
-                           **{l: float(probs[k, b, j]) for j, l in enumerate(labels)}}
-                          for k in range(len(r.steps)) for b in range(len(init))])
-    return lm, scorer, frame
+    return lm, scorer, chain_frame(lm.name, r.steps, texts, score(texts), kind, topic, labels)
+
+
+def chain_frame(model: str, steps, texts: list[str], probs, kind: list[str], topic: list, labels: list[str]) -> pd.DataFrame:
+    """The scores of a run as :func:`basin_chains` returns them: ``texts`` and ``probs`` (one row
+    per text, one column per label) are ordered record by record, chain by chain within a record."""
+    B = len(kind)
+    probs = np.asarray(probs, float).reshape(len(steps), B, len(labels))
+    return pd.DataFrame([{"model": model, "chain": b, "kind": kind[b], "seed topic": topic[b], "step": int(steps[k]),
+                          "text": texts[k * B + b], **{l: float(probs[k, b, j]) for j, l in enumerate(labels)}}
+                         for k in range(len(steps)) for b in range(B)])
 
 
 def _wilson(k: int, n: int, z: float) -> tuple[float, float]:

@@ -27,6 +27,7 @@ from .. import results
 from .. import reported
 from ..paths import repo_root
 from ..provenance import git_commit
+from ..pages import basins as basins_page
 from ..tables import interval, number
 from .stamps import changed_results, read_stamp, read_timings
 
@@ -233,20 +234,26 @@ def basins(folder: Path, root: Path, profile: str) -> str:
             f"{summ[f'{label} at 0'].mean():.3f} at step 0 and {summ[f'{label} at end'].mean():.3f} at step {steps:,}; "
             f"{int(r0.crossed_up.sum())} of {len(r0)} chains crossed the {_e(label)} baseline (1/{len(labels)}) upward")
     null = _table(folder, "recurrence_null")
-    if null is None:
-        return text + "; no null model ran."
-    c = null[(null.model == first) & (null.statistic == "crossing share")].reset_index(drop=True)
-    if not len(c):
-        return text + "; no null model ran."
+    c = None if null is None else null[(null.model == first) & (null.statistic == "crossing share")].reset_index(drop=True)
+    if c is None or not len(c):
+        return text + "; no null model ran." + _special(folder, first, label, p)
     c = c.loc[c.against.str.count(" \\+ ").idxmax()]         # the pooled null: every kind of null seed
     kinds = c.against.split(" + ")
     share = (f"{int(c['count topic'])} of {int(c['n topic'])} topic-seeded chains against {int(c['count null'])} of "
              f"{int(c['n null'])} chains from seeds with no topic ({_e(' and '.join(kinds))})")
     if not np.isfinite(c.p):
-        return text + f". Among chains starting at or below the baseline, {share}: not comparable."
+        return text + f". Among chains starting at or below the baseline, {share}: not comparable." + _special(folder, first, label, p)
     word = "exceeds" if c.exceeds else "does not exceed"
     return (text + f". Among chains starting at or below the baseline, {share} crossed (one-sided Fisher "
-            f"p = {c.p:.2g}): the recurrence {word} the null model's.")
+            f"p = {c.p:.2g}): the recurrence {word} the null model's." + _special(folder, first, label, p))
+
+
+def _special(folder: Path, model: str, label: str, p: dict) -> str:
+    """Whether the basin label leads every other label (the null that can fail both ways)."""
+    contrast = _table(folder, "basin_contrast")
+    if contrast is None or not (contrast.model == model).any():
+        return ""
+    return " Among the labels, " + _e(basins_page.special_clause(contrast, model, label, alpha=float(p["null_alpha"]))) + "."
 
 
 def basins_preprint() -> str:

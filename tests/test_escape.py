@@ -216,6 +216,8 @@ def test_headline_counts_by_hand():
     assert "the margin lies inside the slope's 95% interval in 1 of 2 fits, below it in 1, above it in 0" in words
     assert "checks the sampler" in words and "saddle" not in words and "energy" not in words
     assert h["one_state_ratio"] == [1.0, pytest.approx(1.05)] and "up to 5% above its limit" in words
+    close = arrhenius.summary(arrhenius.headline(cells, fits.assign(**{"one-state slope": fits.margin * 1.003})))
+    assert "already close to its limit" in close and "not yet asymptotic" not in close
     table = arrhenius.fit_table(fits.assign(model="a", trap=0, path=""))
     assert list(table["slope (95% interval)"])[1] == "too few (1 medians)" and np.isnan(table["slope / predicted"][3])
 

@@ -79,3 +79,17 @@ def test_the_calibration_sentence_reports_the_factor_from_the_rows():
         cal.assign(q75=np.where(cal.starts == "worst pair", [0, 0, 500.0, 80.0], cal.q75)))
     none_under = cal.assign(q75=cal.t_mix * 2)
     assert "understates" not in phasepage.calibration_sentence(none_under)
+
+
+def test_the_band_sentence_says_whether_n_log_n_passes_as_linear():
+    """The sentence's claim is checked against the verdict rule itself: n ln n is named linear
+    exactly where the sentence says it passes, and not where it says it does not."""
+    from textglauber import phase
+
+    for n_lo, n_hi, factor in ((4, 12, 2.0), (2, 12, 2.0), (3, 12, 3.0), (2, 40, 3.0)):
+        ns = np.arange(n_lo, n_hi + 1)
+        passes = phase.growth_verdict(ns, ns * np.log(ns), factor=factor)[0] == "linear"
+        said = phasepage.band_sentence(n_lo, n_hi, factor)
+        assert ("so n ln n passes as linear too" in said) == passes
+        assert ("would not pass as linear" in said) == (not passes)
+    assert phasepage.band_sentence(1, 12, 2.0) == ""

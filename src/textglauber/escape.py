@@ -299,12 +299,8 @@ def exact_exit_law(chain, center: int, k: int, horizon: float = 2.0 ** 1000) -> 
     :func:`textglauber.engine.superbasin.exit_cdf` and ``exit_quantile`` it gives the distribution
     the chains are drawn from. Returns (tables, the center's row in them)."""
     members = hamming_ball(chain.states, center, k)
-    B = np.flatnonzero(members)
-    rows = exact._rows(chain.kernel, B)
-    inside = rows[:, B].copy()
-    inside[np.arange(len(B)), np.arange(len(B))] = 0.0
-    law = superbasin.exit_law(inside, rows[:, ~members].sum(1), horizon)
-    return law, int(B.searchsorted(center))
+    law = superbasin.exit_law(*exact.ball_split(chain.kernel, members), horizon)
+    return law, int(np.flatnonzero(members).searchsorted(center))
 
 
 def exact_escape(chain, center: int, k: int) -> dict:

@@ -290,6 +290,18 @@ def _rows(P, which: np.ndarray) -> np.ndarray:
     return P[which].toarray() if sp.issparse(P) else np.asarray(P, dtype=np.float64)[which]
 
 
+def ball_split(P, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel seen from a set B (flagged in ``members``), with no subtraction: P(x, y) for x != y
+    in B (zero diagonal, dense, in B's order) and the exit mass of each state of B, the sum over y
+    outside B of P(x, y)."""
+    members = np.asarray(members, bool)
+    B = np.flatnonzero(members)
+    rows = _rows(P, B)
+    W = rows[:, B].copy()
+    W[np.arange(len(B)), np.arange(len(B))] = 0.0
+    return W, rows[:, ~members].sum(1)
+
+
 def exit_time(P, members: np.ndarray) -> np.ndarray:
     """Exact expected steps to leave the set B flagged in ``members``, from each of its states
     (inf from a state that may never leave: the float64 kernel holds no way out of B from it).
@@ -306,10 +318,7 @@ def exit_time(P, members: np.ndarray) -> np.ndarray:
     precision however deep the basin."""
     members = np.asarray(members, bool)
     B = np.flatnonzero(members)
-    rows = _rows(P, B)
-    W = rows[:, B].copy()
-    W[np.arange(len(B)), np.arange(len(B))] = 0.0            # P(x, y) for x != y in B
-    e = rows[:, ~members].sum(1)                              # the exit mass of each state of B
+    W, e = ball_split(P, members)                             # P(x, y) for x != y in B; exit masses
     out = np.full(len(B), np.inf)
     # the states that leave B surely: those with a path in B to a state with exit mass, and none to
     # a state without one (a closed class of B holds the chain forever)

@@ -1,4 +1,4 @@
-"""The coupling experiment of the crossover chapter (SPEC section 4): coupling times of pairs over
+"""The coupling experiment of the crossover chapter (docs/science.md, chapter 3): coupling times of pairs over
 a (T, n) grid, and what a longer budget bought against the plain engine's cost.
 
 The coupled pairs themselves, the maximal coupling and :func:`~textglauber.engine.couple` live in

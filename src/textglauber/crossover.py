@@ -1,4 +1,4 @@
-"""The crossover chapter's analysis (SPEC section 4), shared by its notebook and the findings page.
+"""The crossover chapter's analysis (docs/science.md, chapter 3), shared by its notebook and the findings page.
 
 Budgets are counted in sweeps (one sweep = n steps) at every length: a chain or pair at length n
 runs at most ``sweeps * n`` steps. A budget that is the same number of steps at every n would

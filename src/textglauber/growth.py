@@ -1,4 +1,4 @@
-"""Which growth law in n do censored hitting or coupling times follow? (SPEC section 4, version 2)
+"""Which growth law in n do censored hitting or coupling times follow? (docs/science.md, chapter 3)
 
 Per cell (one length n at one temperature): the Kaplan-Meier median of the right-censored
 times and its bootstrap replicates (chains resampled within the cell). Budgets may differ per

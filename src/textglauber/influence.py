@@ -1,4 +1,4 @@
-"""Influence coefficients, score oscillation and the high-temperature mixing bound (SPEC section 3).
+"""Influence coefficients, score oscillation and the high-temperature mixing bound (docs/science.md, chapter 2).
 
 alpha_ij(T) = sup over x, y that differ only at j of TV(pi_i^T(. | x_{-i}), pi_i^T(. | y_{-i})),
 osc_ij      = sup over the same pairs of (max_a D(a) - min_a D(a)) / 2 with D = s_i(.|x) - s_i(.|y).

@@ -1,4 +1,4 @@
-"""Score margins and the drift of a token count (SPEC section 3): a uniform margin bounds escape from a basin (a theorem); the drift at one level only supports slow escape.
+"""Score margins and the drift of a token count (docs/science.md, chapter 2): a uniform margin bounds escape from a basin (a theorem); the drift at one level only supports slow escape.
 
 Score gap at position i of state x: g_i = s_i(x_i | x_{-i}) - max_{a != x_i} s_i(a | x_{-i}),
 positive exactly when x_i is the model's argmax there. A basin whose every exit site has

@@ -360,7 +360,7 @@ def mixing_lower_bound(P, pi: np.ndarray | None = None, eps: float = 0.25, deepe
 def dobrushin_alpha(scores: Scores, temperature: float) -> tuple[float, np.ndarray]:
     """Exact influence coefficients alpha_ij = max over contexts differing only at site j of
     |p_i(1 | x) - p_i(1 | y)| (the TV distance of two conditionals on two tokens), and Dobrushin's
-    alpha = max_i sum_{j != i} alpha_ij (SPEC section 3).
+    alpha = max_i sum_{j != i} alpha_ij (docs/science.md, chapter 2).
 
     Site i's p_i(1 | .) over its 2^(n-1) contexts is reshaped to one axis per other site, so the
     differences across site j are one ``numpy.diff`` along that axis."""
@@ -540,12 +540,12 @@ def phase_table(scorer, model_name: str, design: str, pairs_by_n: dict, temperat
 
 def coupling_times_exact(scores: Scores, temperature: float, starts, budget: int,
                          rng: np.random.Generator) -> np.ndarray:
-    """First meeting times of coupled pairs of the exact two-token chain (SPEC section 4), no model calls.
+    """First meeting times of coupled pairs of the exact two-token chain (docs/science.md, chapter 3), no model calls.
 
     ``starts`` is an (m, 2) array of state indices. Each step both chains of a pair take the same
     uniformly drawn site, and their new bits come from one uniform u: bit = 1 exactly when
     u < p_i(1 | own context). On two points this quantile coupling is the maximal coupling of
-    SPEC section 4 (the bits differ with probability |p - q|, the TV distance; its joint law is the
+    docs/science.md, chapter 3 (the bits differ with probability |p - q|, the TV distance; its joint law is the
     residual construction's). Pairs that met stay met (same site, same conditional, same u).
     Returns the meeting times as floats, 0 for pairs that start equal and inf for pairs still apart
     after ``budget`` steps."""

@@ -1,4 +1,4 @@
-"""The rectangle test of incompatibility (SPEC section 2).
+"""The rectangle test of incompatibility (docs/science.md, chapter 1).
 
 A rectangle is a base sequence x, two positions i != j and replacements a -> a' at i and
 b -> b' at j. With l_i(a -> a' | c) = log pi_i(a'|c) - log pi_i(a|c),

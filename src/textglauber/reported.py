@@ -1,4 +1,4 @@
-"""The preprint's reported numbers (arXiv 2605.16378, as restated in SPEC.md), in one place,
+"""The preprint's reported numbers (arXiv 2605.16378, as restated in docs/science.md), in one place,
 so that every chapter can set them beside the numbers of its own run."""
 
 RECTANGLE_MEAN_R = {          # section 2: mean R over 300 MS MARCO rectangles, T = 1

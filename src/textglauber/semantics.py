@@ -1,4 +1,4 @@
-"""Semantic drift along a chain and the hitting time of a drift threshold (SPEC section 4).
+"""Semantic drift along a chain and the hitting time of a drift threshold (docs/science.md, chapter 3).
 
 d_t = 1 - cos(E(x_0), E(x_t)) for an embedding E of a state. Three embedders:
 

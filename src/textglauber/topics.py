@@ -1,4 +1,4 @@
-"""Topic scores of chain states and the recurrence of semantic basins (SPEC section 5).
+"""Topic scores of chain states and the recurrence of semantic basins (docs/science.md, chapter 4).
 
 Two zero-shot scorers give, for each text, a probability over a set of labels:
 
@@ -157,7 +157,7 @@ def recurrence(steps: np.ndarray, score: np.ndarray, baseline: float) -> dict:
             "share above late": float(late.mean()) if len(late) else np.nan}
 
 
-# the preprint's basins protocol (SPEC section 5), what a run is compared against
+# the preprint's basins protocol (docs/science.md, chapter 4), what a run is compared against
 PREPRINT_PROTOCOL = {"model": "bert-base-uncased", "topic_scorer": "nli:facebook/bart-large-mnli", "labels": LABELS,
                      "temperature": 1.0, "steps": 10_000, "score_every": 200, "chains_per_topic": 10}
 

@@ -1,4 +1,4 @@
-"""Traps: metastable windows of long chains, classified by their score margins (SPEC section 6).
+"""Traps: metastable windows of long chains, classified by their score margins (docs/science.md, chapter 5).
 
 **The statistic, per step.** The drift of step u is c_u = 1 - cos(E(x_u), E(x_{u-1})) (0 when
 the step rewrote the token already there). A window of ``window`` consecutive steps is quiet

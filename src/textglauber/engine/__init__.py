@@ -1,4 +1,4 @@
-"""The batched Glauber engine (SPEC section 1) and its coupled pairs (SPEC section 4).
+"""The batched Glauber engine (docs/science.md, chapter 0) and its coupled pairs (docs/science.md, chapter 3).
 
 A step, for a batch of chains: each chain draws one of its free sites uniformly, the scorer gives
 the raw scores s_i(. | x_{-i}) at that masked site over the allowed vocabulary A (one encoder pass

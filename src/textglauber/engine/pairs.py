@@ -1,4 +1,4 @@
-"""Coupled Glauber chains and the maximal coupling (SPEC section 4).
+"""Coupled Glauber chains and the maximal coupling (docs/science.md, chapter 3).
 
 Two chains start from different states. At every step both update the *same* site; the two new
 tokens come from a maximal coupling of the two conditionals: with probability

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from textglauber import params as P
-from textglauber import reach, train_mlm
+from textglauber import durations, reach, train_mlm
 from textglauber.build import estimates, plan, progress
 from textglauber.build import stamps as cache
 from textglauber.paths import repo_root
@@ -212,7 +212,7 @@ def test_progress_line_format():
     assert progress.progress_line("x", 1, 2, 3700, None, None) == "x: cell 1/2, 62 min elapsed, no estimate of the time left"
     assert "past the estimate" in progress.progress_line("x", 1, 2, 700, -100, "estimated ~10 min")
     assert [plan.duration(s) for s in (5, 150, 2700, 7500)] == ["5 s", "2.5 min", "45 min", "2 h 05 min"]
-    assert [train_mlm.duration(s) for s in (5, 150, 2700, 7500)] == ["5 s", "2.5 min", "45 min", "2 h 05 min"]
+    assert [durations.duration(s) for s in (5, 150, 2700, 7500)] == ["5 s", "2.5 min", "45 min", "2 h 05 min"]
 
 
 def test_the_chapters_do_not_reach_the_plan():

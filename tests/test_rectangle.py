@@ -264,7 +264,7 @@ def test_control_windows_are_cut_from_the_masked_lms_texts():
 
     from textglauber import train_mlm, vocabulary
 
-    mlm_tok = AutoTokenizer.from_pretrained(train_mlm._minilm_dir())
+    mlm_tok = AutoTokenizer.from_pretrained(train_mlm.minilm_dir())
     ctl_tok = models.tokenizer("package:smollm2-135m")
     vocab = rectangle.candidate_vocab(ctl_tok, "lee", 16)
     n, count, seed = 12, 20, 3

@@ -14,7 +14,7 @@ TEXTS = corpus.texts("tiny") * 3 + [
 @pytest.fixture(scope="module")
 def toks(tmp_path_factory):
     work = tmp_path_factory.mktemp("tok")
-    return {arch: standins._tokenizer(arch, TEXTS, work / arch) for arch in ("bert", "roberta", "modernbert", "gpt2")}
+    return {arch: standins.train_tokenizer(arch, TEXTS, work / arch) for arch in ("bert", "roberta", "modernbert", "gpt2")}
 
 
 def test_every_added_special_token_is_excluded(toks):

@@ -122,9 +122,9 @@ def nli_models(tmp_path_factory):
     the same entailment logit."""
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from textglauber.train_mlm import _minilm_dir
+    from textglauber.train_mlm import minilm_dir
 
-    tok = AutoTokenizer.from_pretrained(str(_minilm_dir()))
+    tok = AutoTokenizer.from_pretrained(str(minilm_dir()))
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                      intermediate_size=64, initializer_range=0.5, id2label=MNLI,

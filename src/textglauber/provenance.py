@@ -34,7 +34,7 @@ def git_commit() -> dict:
     return {"commit": head, "dirty": dirty}
 
 
-def _installed(name: str) -> str | None:
+def installed_version(name: str) -> str | None:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -43,7 +43,7 @@ def _installed(name: str) -> str | None:
 
 def versions() -> dict:
     """{"python": version, package: version or None} over :data:`PACKAGES`."""
-    return {"python": platform.python_version(), **{name: _installed(name) for name in PACKAGES}}
+    return {"python": platform.python_version(), **{name: installed_version(name) for name in PACKAGES}}
 
 
 def _cpu_name() -> str:

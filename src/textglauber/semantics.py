@@ -21,7 +21,7 @@ import torch
 from . import vocabulary
 
 
-def _sentence_model(name: str, device):
+def sentence_model(name: str, device):
     from importlib.util import find_spec
 
     from sentence_transformers import SentenceTransformer
@@ -87,7 +87,7 @@ def embedder(kind: str, lm=None, batch: int = 256) -> Embedder:
         return Embedder("self", f"self:{lm.name}", enc)
     if kind.startswith("sentence:"):
         name = kind.split(":", 1)[1]
-        model = _sentence_model(name, lm.device if lm is not None else "cpu")
+        model = sentence_model(name, lm.device if lm is not None else "cpu")
         tok = lm.tokenizer
 
         def enc(x):

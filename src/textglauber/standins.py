@@ -85,6 +85,11 @@ def _done(folder: Path, key: str) -> bool:
     return stamp.exists() and json.loads(stamp.read_text()).get("key") == key
 
 
+def is_current(name: str) -> bool:
+    """Whether the stand-in ``name`` (a model or the MS MARCO stand-in) is built and matches its recipe."""
+    return _done(standins_root() / name, _wanted(name))
+
+
 def _publish(tmp: Path, folder: Path, key: str, info: dict) -> None:
     """Write the stamp last and move the folder into place, so a killed build leaves nothing
     that a later run could take for complete."""
@@ -119,12 +124,12 @@ def _bpe_files(tok, folder: Path) -> tuple[str, str]:
 
 
 def _wordpiece_vocab() -> Path:
-    from .train_mlm import _minilm_dir
+    from .train_mlm import minilm_dir
 
-    return _minilm_dir() / "vocab.txt"
+    return minilm_dir() / "vocab.txt"
 
 
-def _tokenizer(arch: str, texts: list[str], work: Path):
+def train_tokenizer(arch: str, texts: list[str], work: Path):
     from transformers import (BartTokenizerFast, BertTokenizerFast, GPT2TokenizerFast, MPNetTokenizerFast,
                               PreTrainedTokenizerFast, RobertaTokenizerFast)
 
@@ -259,7 +264,7 @@ def build_model(name: str, texts: list[str] | None = None, force: bool = False) 
     tmp.mkdir(parents=True)
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED)
-    tok = _tokenizer(recipe.arch, texts, tmp / "_work")
+    tok = train_tokenizer(recipe.arch, texts, tmp / "_work")
     model = _model(recipe, tok)
     losses = _train(model, tok, recipe, texts, gen)
     shutil.rmtree(tmp / "_work", ignore_errors=True)

@@ -121,9 +121,9 @@ def scorer(kind: str, labels=LABELS, device="auto", dtype="auto"):
     if kind.startswith("nli:"):
         return NLITopicScorer(kind.split(":", 1)[1], labels, device, dtype)
     if kind.startswith("embedding:"):
-        from .semantics import _sentence_model
+        from .semantics import sentence_model
 
-        st = _sentence_model(kind.split(":", 1)[1], "cpu")
+        st = sentence_model(kind.split(":", 1)[1], "cpu")
         return EmbeddingTopicScorer(lambda xs: st.encode(xs, convert_to_numpy=True, show_progress_bar=False), labels)
     raise ValueError(f"unknown topic scorer {kind!r}; use nli:NAME or embedding:NAME")
 

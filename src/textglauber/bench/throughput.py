@@ -47,7 +47,7 @@ def bert_base_random(device, dtype):
     model = BertForMaskedLM(BertConfig()).to(device=device, dtype=dtype).eval()     # bert-base shape, 30522 vocab
     tok_dir = tiny.cache_root() / "bench-tok"
     tok_dir.mkdir(parents=True, exist_ok=True)
-    tok = tiny._tokenizer(tok_dir)          # supplies the special ids; content ids are drawn at random
+    tok = tiny.write_tokenizer(tok_dir)          # supplies the special ids; content ids are drawn at random
     return M.LoadedModel(name="bert-base shape (random weights)", kind="mlm", model=model, tokenizer=tok,
                          device=device, dtype=dtype, source="random", revision=None, max_positions=512,
                          prefix_ids=[2], suffix_ids=[3])

@@ -28,7 +28,7 @@ from .. import params as P
 from .. import paths
 from ..bench import cache as bench_cache
 from ..provenance import machine
-from ..train_mlm import duration   # one formatter for the plan, the progress lines and training
+from ..durations import duration   # one formatter for the plan, the progress lines and training
 from . import stamps
 from .artifacts import artifacts_needed
 from .estimates import (BENCH_SECONDS, PROBE_BATCH, PROBE_TOKENS, REFERENCE_PROBE_ONE_S, REFERENCE_PROBE_S,
@@ -128,7 +128,7 @@ def _training_line(name: str, probe_: Probe) -> Line:
     from .. import train_mlm
 
     out = paths.models_root() / name
-    if train_mlm._is_current(out, name):
+    if train_mlm.is_current(out, name):
         return Line("artifact", name, "reuse", f"trained before with these settings ({out})", 0.0, "")
     _, preset = train_mlm.resolve_preset(name)
     work, done = training_work(preset), 0.0
@@ -210,7 +210,7 @@ def _artifact_line(name: str, results_root: Path, probe_: Probe) -> Line:
                     probe_.scale(0.0, BENCH_SECONDS.get(name, 300.0)), probe_.basis())
     if name == "standins":
         todo = [s for s in list(standins.STANDINS) + [standins.MSMARCO_DIR]
-                if not standins._done(paths.standins_root() / s, standins._wanted(s))]
+                if not standins.is_current(s)]
         if not todo:
             return Line("artifact", name, "reuse", "every stand-in built before", 0.0, "")
         share = len(todo) / (len(standins.STANDINS) + 1)

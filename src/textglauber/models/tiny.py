@@ -71,7 +71,7 @@ def build(name: str) -> Path:
     return out
 
 
-def _tokenizer(dirpath: Path):
+def write_tokenizer(dirpath: Path):
     from transformers import BertTokenizer
 
     words = sorted({w for ln in corpus_lines() for w in ln.split()})
@@ -83,7 +83,7 @@ def _tokenizer(dirpath: Path):
 def _train_and_save(kind: str, cfg: dict, dirpath: Path) -> None:
     from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
 
-    tok = _tokenizer(dirpath)
+    tok = write_tokenizer(dirpath)
     gen = torch.Generator().manual_seed(cfg["seed"])
     torch.manual_seed(cfg["seed"])
     vocab = len(tok)

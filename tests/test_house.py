@@ -1,0 +1,70 @@
+"""The package's house rules, read from its source: no module reaches for another module's
+private names, and the package's imports form no circle."""
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _modules():
+    for f in SRC.rglob("*.py"):
+        parts = f.relative_to(SRC).with_suffix("").parts
+        yield (".".join(parts[:-1]) if parts[-1] == "__init__" else ".".join(parts)), f, parts[-1] == "__init__"
+
+
+def _resolve(name: str, level: int, here: str, is_pkg: bool) -> str:
+    if not level:
+        return name
+    base = here.split(".") if is_pkg else here.split(".")[:-1]
+    base = base[:len(base) - (level - 1)]
+    return ".".join(base + ([name] if name else []))
+
+
+def _imports(f, here, is_pkg):
+    """(module imported, names taken from it, local aliases of imported modules)."""
+    tree = ast.parse(f.read_text(encoding="utf-8"))
+    out, aliases = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            mod = _resolve(node.module or "", node.level, here, is_pkg)
+            out.append((mod, [a.name for a in node.names]))
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{mod}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                out.append((a.name, []))
+                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+    return tree, out, aliases
+
+
+def test_no_private_name_crosses_a_module():
+    modules = {m for m, _, _ in _modules()}
+    crossing = []
+    for here, f, is_pkg in _modules():
+        tree, imports, aliases = _imports(f, here, is_pkg)
+        for mod, names in imports:
+            if mod.startswith("textglauber") and mod != here:
+                crossing += [f"{here}: from {mod} import {n}" for n in names
+                             if n.startswith("_") and not n.startswith("__") and f"{mod}.{n}" not in modules]
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and aliases.get(node.value.id, "") in modules
+                    and aliases[node.value.id] != here):
+                crossing.append(f"{here}: {node.value.id}.{node.attr}")
+    assert not crossing
+
+
+def test_a_private_name_taken_across_modules_is_caught(tmp_path, monkeypatch):
+    """The check above can fail: a module that takes another's private name is named."""
+    pkg = tmp_path / "textglauber"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def _hidden():\n    return 1\n")
+    (pkg / "b.py").write_text("from . import a\nfrom .a import _hidden\nx = a._hidden()\n")
+    monkeypatch.setattr(__import__(__name__), "SRC", tmp_path)
+    try:
+        test_no_private_name_crosses_a_module()
+    except AssertionError as e:
+        assert "textglauber.b: from textglauber.a import _hidden" in str(e) and "textglauber.b: a._hidden" in str(e)
+    else:
+        raise AssertionError("the check passed a private name taken across modules")

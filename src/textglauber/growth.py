@@ -72,27 +72,6 @@ P_RANGE = (-2.0, 5.0)                      # the power-law exponents tried
 DEFAULT_TRUTHS = ("n", "n log n", "n^2", "n^1.25", "n^1.5", "n^1.75", "n + b", "n log n + b", "n^2 + b")
 
 
-def km_median(times, observed) -> float:
-    """Kaplan-Meier median of right-censored times (``observed`` False = censored at that time).
-
-    The smallest time at which the survival curve drops to 1/2 or below; where it sits exactly at
-    1/2 on a flat stretch, the midpoint of that stretch (the usual convention, which makes it the
-    sample median when nothing is censored). NaN when the curve never gets to 1/2."""
-    t = np.asarray(times, float)
-    e = np.asarray(observed, bool)
-    s = 1.0
-    event_times = np.unique(t[e])
-    for k, u in enumerate(event_times):
-        at_risk = np.sum(t >= u)
-        s *= 1.0 - np.sum((t == u) & e) / at_risk
-        if s < 0.5 - 1e-12:
-            return float(u)
-        if abs(s - 0.5) <= 1e-12:
-            later = event_times[k + 1:]
-            return float((u + later[0]) / 2) if len(later) else float("nan")
-    return float("nan")
-
-
 def _medians(t: np.ndarray, axis=-1) -> np.ndarray:
     """Medians with censored entries at +inf: the Kaplan-Meier median when every censoring time
     lies at or beyond every event (one budget per cell); inf where half or more are censored."""

@@ -34,7 +34,7 @@ def km_restricted_mean(times, observed):
 
 
 def km_medians(times, observed) -> np.ndarray:
-    """Kaplan-Meier medians of each row (as :func:`textglauber.growth.km_median`: the first time the
+    """Kaplan-Meier medians of each row (the first time the
     curve falls below 1/2, or the midpoint of the stretch where it sits at 1/2), inf where it never
     falls that low."""
     t, e, S = _km(times, observed)

@@ -53,7 +53,7 @@ DEFAULT_KEYS = ("seed", "device", "dtype", "on_missing_model")
 # Limits and names the library defines, stated here rather than imported: a chapter's cached key
 # covers every module its notebook can reach, this one included (through models -> params), so
 # importing the library from here would tie every chapter to modules it does not use.
-# tests/test_bad_params.py checks that each equals the library's own.
+# tests/bookbuild/test_bad_params.py checks that each equals the library's own.
 MAX_STATES = 20_000                 # textglauber.exact.MAX_STATES: states an exact chain enumerates
 MAX_SPINS = 12                      # textglauber.ising.MAX_SPINS
 PHASE_MAX_N = 20                    # textglauber.phase.MAX_N: 2^20 states, 10^7 rows (a GPU's)

@@ -54,7 +54,7 @@ CALIBRATION_COMMIT = "f52a2ef"
 CALIBRATION_SECONDS = {"incompatibility": 119.0, "bounds": 178.0, "crossover": 790.0, "traps": 345.0,
                        "basins": 341.0, "ground_truth": 92.0}
 # the parameters those times ran with, as far as chapter_work() reads them: params/offline.yaml at
-# CALIBRATION_COMMIT (tests/test_plan.py compares them with `git show f52a2ef:params/offline.yaml`
+# CALIBRATION_COMMIT (tests/bookbuild/test_plan.py compares them with `git show f52a2ef:params/offline.yaml`
 # where git has that commit); reference_work() is chapter_work() at them.
 _MLMS = [{"name": "package:antiberty"}, {"name": "package:rxnfp-bert"}, {"name": "package:rxnmapper-albert"},
          {"name": "trained:english"}]

@@ -131,7 +131,7 @@ def test_a_run_interrupted_by_the_old_engine_resumes(tmp_path):
     init = torch.as_tensor(sc.chain.states[[40, 40, 0, 1]])
     spec = ChainSpec(temperature=0.25, steps=600, record_every=10, checkpoint_every=150)
     folder = tmp_path / "run"
-    shutil.copytree(Path(__file__).parent / "data" / "interrupted_run", folder)
+    shutil.copytree(Path(__file__).parents[1] / "data" / "interrupted_run", folder)
     with gzip.open(folder / "checkpoint.pt.gz") as z:
         (folder / "checkpoint.pt").write_bytes(z.read())
     saved = torch.load(folder / "checkpoint.pt", weights_only=False)

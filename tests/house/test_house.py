@@ -3,7 +3,7 @@ private names, and the package's imports form no circle."""
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def _modules():

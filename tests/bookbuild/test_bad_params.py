@@ -23,7 +23,7 @@ from textglauber.build import cli
 from textglauber.build import execute as build_execute
 from textglauber import params as P
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("smoke", "offline", "paper", "standin")
 
 

@@ -272,7 +272,7 @@ def test_ten_million_escape_chains_are_refused_with_their_estimate(monkeypatch, 
 
 
 # --------------------------------------------------------------------------- papermill outside the build
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _papermill(notebook: str, out: Path, **parameters):

@@ -7,7 +7,7 @@ import pytest
 from textglauber import params
 from textglauber.build import execute, site
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _parameters_cell(nb_path):
@@ -135,7 +135,7 @@ def test_the_incompatibility_chapter_names_the_tests_that_check_the_scorer():
     named = set(re.findall(r"`(test_\w+)`", text))
     assert {"test_scorer_matches_direct_masked_call", "test_last_layer_on_masked_rows_equals_the_full_encoder",
             "test_causal_logprob_matches_token_by_token"} <= named
-    defined = {m for f in (ROOT / "tests").glob("test_*.py") for m in re.findall(r"^def (test_\w+)", f.read_text(), re.M)}
+    defined = {m for f in (ROOT / "tests").rglob("test_*.py") for m in re.findall(r"^def (test_\w+)", f.read_text(), re.M)}
     assert named <= defined, named - defined
 
 

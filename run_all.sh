@@ -102,4 +102,4 @@ done
 [[ $profile =~ ^[A-Za-z0-9_-]+$ ]] || die "profile '$profile' is not a profile name (letters, digits, _ and -, naming params/NAME.yaml); known: $(known_profiles)"
 [ -f "params/$profile.yaml" ] || die "unknown profile '$profile' (no file params/$profile.yaml); known: $(known_profiles)"
 ensure_env
-exec "$VENV/bin/python" -m textglauber.build --profile "$profile" "${args[@]}"
+exec "$VENV/bin/python" -m textglauber.bookbuild --profile "$profile" "${args[@]}"

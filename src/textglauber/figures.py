@@ -1,7 +1,7 @@
 """Figures sized for the book's page.
 
 The site's content column is ``CONTENT_PX`` wide in a 1280 px window (sphinx-book-theme with its
-sidebars; :mod:`textglauber.build.sitecheck` measures it), and a notebook figure is drawn at ``DPI``
+sidebars; :mod:`textglauber.bookbuild.sitecheck` measures it), and a notebook figure is drawn at ``DPI``
 pixels per inch. A figure wider than the column is shrunk to fit, and its text with it; so
 multi-panel figures are drawn at the column's width and wrap into rows with at most
 ``columns(count)`` panels each, which keeps every panel at least ``MIN_PANEL_PX`` (about 350 px)

@@ -3,7 +3,7 @@ its chapters outside the build). A lock is a small JSON file holding the holder'
 process start time, created atomically (``O_EXCL``); a lock whose process is gone is taken over.
 
 This module imports nothing of the project, so that :mod:`textglauber.results` (a chapter's first
-step) and :mod:`textglauber.build.locks` (the build's) share it without an import circle."""
+step) and :mod:`textglauber.bookbuild.locks` (the build's) share it without an import circle."""
 from __future__ import annotations
 
 import json
@@ -119,7 +119,7 @@ def release(path: Path) -> None:
 
 def held_by_parent_build(path: Path) -> bool:
     """Whether ``path`` is held by the live build that started this process (a chapter's kernel
-    under ``python -m textglauber.build``): the build names its locks and itself in
+    under ``python -m textglauber.bookbuild``): the build names its locks and itself in
     :data:`BUILD_ENV`, and the lock file must still name that same process."""
     try:
         passed = json.loads(os.environ.get(BUILD_ENV) or "null")

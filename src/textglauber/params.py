@@ -220,7 +220,7 @@ def model_names(params: dict, notebook: str | None = None) -> list[str]:
     ``nli:`` scorer's model and a ``sentence:`` embedder's
     (not a ``sentence:package:`` one, an installed package that is no model name, nor an
     ``embedding:`` scorer's or the training run a chapter describes: see
-    :func:`textglauber.build.stamps.models_read` for every model a chapter reads)."""
+    :func:`textglauber.bookbuild.stamps.models_read` for every model a chapter reads)."""
     from .schema import model_refs
 
     return [r.name for r in model_refs(notebook, params)

@@ -1,7 +1,7 @@
 """The declared schema of a profile: every key, its type, its range and the relations between keys.
 
 A profile (``params/NAME.yaml``) is checked in full before anything is loaded, by the build
-(``python -m textglauber.build``) and by ``python -m textglauber.params``: the top-level keys
+(``python -m textglauber.bookbuild``) and by ``python -m textglauber.params``: the top-level keys
 (:class:`Profile`, or :class:`DerivedProfile` for one that ``derive:``s from another), the
 ``defaults``, each chapter's entry, and each chapter's parameters as papermill will inject them
 (the notebook's own defaults, under the profile's ``defaults``, under the chapter's
@@ -16,7 +16,7 @@ receive no parameter it does not declare. The checks the notebooks and the libra
 time on the parameters alone (``fixed_t`` within the hitting-time budget, ``window`` spanning
 two records, ``steps`` a multiple of ``score_every``, ...) are relations here, so they fail
 before a model loads; what depends on a model or a corpus (a window longer than the corpus
-holds, a token the vocabulary lacks) is the pre-flight's (:mod:`textglauber.build.preflight`), over
+holds, a token the vocabulary lacks) is the pre-flight's (:mod:`textglauber.bookbuild.preflight`), over
 every model the parameters name, at any depth: :func:`model_refs` finds them by their types
 (:class:`ModelEntry`, the strings marked :class:`NamesModels`) with the tokens and lengths asked of each.
 

@@ -11,7 +11,7 @@ from transformers import (BertConfig, BertForMaskedLM, BertForSequenceClassifica
                           GPT2LMHeadModel)
 
 from textglauber import models
-from textglauber.build import preflight as build_preflight
+from textglauber.bookbuild import preflight as build_preflight
 from textglauber.models import ModelMismatchError, ModelUnavailableError, Wanted, loading
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "dog", "ran", "a", "cat"]

@@ -19,8 +19,8 @@ import yaml
 
 from textglauber import corpus, models, schema
 from textglauber.config_errors import ProfileError
-from textglauber.build import cli
-from textglauber.build import execute as build_execute
+from textglauber.bookbuild import cli
+from textglauber.bookbuild import execute as build_execute
 from textglauber import params as P
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from textglauber import params
-from textglauber.build import execute, site
+from textglauber.bookbuild import execute, site
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,7 +118,7 @@ def test_no_page_calls_the_drift_a_certificate_of_slow_escape():
     sentence that speaks of the drift and of certifying says that it does not certify (the
     margin bound is the theorem)."""
     pages = [*(ROOT / "book").glob("*.md"), *(ROOT / "book").glob("*.ipynb"), ROOT / "README.md",
-             ROOT / "src" / "textglauber" / "build" / "findings.py"]
+             ROOT / "src" / "textglauber" / "bookbuild" / "findings.py"]
     wrong = [(p.name, s) for p in pages for s in _sentences(_prose(p))
              if "drift" in s.lower() and "certif" in s.lower() and " not" not in s.lower()]
     assert not wrong, wrong

@@ -13,8 +13,8 @@ import yaml
 
 from textglauber import params as P
 from textglauber import reach as R
-from textglauber.build import execute
-from textglauber.build import stamps as C
+from textglauber.bookbuild import execute
+from textglauber.bookbuild import stamps as C
 
 PROFILE = "t"
 

@@ -1,4 +1,4 @@
-"""The results comparer (textglauber.build.compare) on two small synthetic results folders: equal
+"""The results comparer (textglauber.bookbuild.compare) on two small synthetic results folders: equal
 folders pass, and each kind of change fails exactly where it is, or passes within a tolerance."""
 import json
 import shutil
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from textglauber.build import compare as C
+from textglauber.bookbuild import compare as C
 
 
 def _manifest(**changes) -> dict:

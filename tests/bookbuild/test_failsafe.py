@@ -24,9 +24,9 @@ import yaml
 from textglauber import engine, lockfile, results
 from textglauber import params as P
 from textglauber.bench import read as bench_read
-from textglauber.build import execute as build_execute
-from textglauber.build import findings, plan
-from textglauber.build import stamps as C
+from textglauber.bookbuild import execute as build_execute
+from textglauber.bookbuild import findings, plan
+from textglauber.bookbuild import stamps as C
 from textglauber.engine import ChainSpec
 from textglauber.provenance import tree_digests
 
@@ -319,7 +319,7 @@ def test_a_papermill_run_that_fails_late_leaves_the_builds_tables_and_stamp(tmp_
     page still reads them."""
     from test_stale_results import _no_artifact_builds, _smoke_variant
 
-    from textglauber.build import cli
+    from textglauber.bookbuild import cli
 
     res, bld = tmp_path / "results", tmp_path / "build"
     _no_artifact_builds(monkeypatch)

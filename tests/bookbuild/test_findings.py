@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from textglauber import params, results
-from textglauber.build import findings
+from textglauber.bookbuild import findings
 
 PROFILE = "smoke"
 

@@ -17,8 +17,8 @@ import transformers
 
 from textglauber import arrhenius, models, schema, trapsearch
 from textglauber import params as P
-from textglauber.build import preflight as build_preflight
-from textglauber.build import stamps
+from textglauber.bookbuild import preflight as build_preflight
+from textglauber.bookbuild import stamps
 from textglauber.config_errors import ProfileError
 from test_bad_params import pdir, shipped, write  # noqa: F401  (pdir is a fixture)
 

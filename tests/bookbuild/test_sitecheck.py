@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from textglauber import tables
-from textglauber.build import sitecheck
+from textglauber.bookbuild import sitecheck
 
 pytestmark = pytest.mark.skipif(sitecheck.find_chromium() is None,
                                 reason="no chromium program: install Debian's `chromium` to run the browser check")

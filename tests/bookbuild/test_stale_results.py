@@ -25,10 +25,10 @@ import yaml
 
 from textglauber import engine, results, standins, train_mlm
 from textglauber.bench import cache as bench_cache
-from textglauber.build import artifacts, cli, findings
-from textglauber.build import execute as build_execute
-from textglauber.build import locks as L
-from textglauber.build import stamps as C
+from textglauber.bookbuild import artifacts, cli, findings
+from textglauber.bookbuild import execute as build_execute
+from textglauber.bookbuild import locks as L
+from textglauber.bookbuild import stamps as C
 from textglauber import params as P
 from textglauber.engine import ChainSpec
 
@@ -244,7 +244,7 @@ def test_a_second_build_of_a_profile_stops_at_once_and_a_terminated_one_lets_go(
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from textglauber.build import locks as L
+        from textglauber.bookbuild import locks as L
 
         @L.holding_locks
         def build():

@@ -161,7 +161,7 @@ def test_the_page_says_each_verdict_and_the_findings_line_carries_it(tmp_path):
     import json
 
     from textglauber import results
-    from textglauber.build import findings
+    from textglauber.bookbuild import findings
     from textglauber.pages import basins as page
 
     said = {}

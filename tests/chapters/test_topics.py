@@ -318,7 +318,7 @@ def test_findings_line_says_whether_the_recurrence_exceeds_the_null(tmp_path):
     import json
 
     from textglauber import results
-    from textglauber.build import findings
+    from textglauber.bookbuild import findings
 
     (tmp_path / "manifest.json").write_text(json.dumps({"parameters": {
         "basin_label": "politics", "labels": ["politics"] + [f"l{k}" for k in range(10)], "steps": 600,

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from textglauber import corpus, hub, models, paths
-from textglauber.build import preflight as build_preflight
+from textglauber.bookbuild import preflight as build_preflight
 
 MARCO_ROWS = [{"query": "q1", "passages": {"is_selected": [0, 1], "passage_text": ["first passage.", "second one."]}},
               {"query": "q2", "passages": {"is_selected": [1], "passage_text": ["third passage here."]}}]

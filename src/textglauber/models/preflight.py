@@ -34,7 +34,7 @@ def wanted_models(params: dict, where: str = "", required: bool = True, notebook
     the schema's types (:func:`textglauber.schema.model_refs`): model entries are masked LMs, a
     control is the kind it says, an ``embedder: sentence:NAME`` is a sentence-transformers model, a
     ``topic_scorer`` ``nli:NAME`` an NLI classifier and ``embedding:NAME`` a sentence model. The
-    training run a chapter describes is keyed (:func:`textglauber.build.stamps.models_read`) but
+    training run a chapter describes is keyed (:func:`textglauber.bookbuild.stamps.models_read`) but
     not asked for here: it is an artifact the build makes."""
     return [Wanted(r.name, r.role, f"{where} {r.key}".strip(), required, r.key, r.tokens, r.lengths)
             for r in model_refs(notebook, params) if r.via != "trained"]

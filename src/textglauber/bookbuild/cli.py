@@ -1,9 +1,9 @@
 """Execute the chapters of a profile with papermill, then build the book with Jupyter Book 1.
 
-    python -m textglauber.build --profile smoke                 # every chapter that changed, then the site
-    python -m textglauber.build --profile smoke --force         # every chapter, changed or not
-    python -m textglauber.build --profile smoke --chapter incompatibility   # this one, changed or not
-    python -m textglauber.build --profile smoke --no-execute    # rebuild the site only
+    python -m textglauber.bookbuild --profile smoke                 # every chapter that changed, then the site
+    python -m textglauber.bookbuild --profile smoke --force         # every chapter, changed or not
+    python -m textglauber.bookbuild --profile smoke --chapter incompatibility   # this one, changed or not
+    python -m textglauber.bookbuild --profile smoke --no-execute    # rebuild the site only
 
 Layout (all build products, none tracked):
 
@@ -11,7 +11,7 @@ Layout (all build products, none tracked):
                                  the executed notebooks (sources stay clean);
 - ``_build/<profile>/_build/html`` the site;
 - ``_build/<profile>/_build/stamps/`` a stamp and the executed notebook per finished chapter
-                                 (:mod:`textglauber.build.stamps`);
+                                 (:mod:`textglauber.bookbuild.stamps`);
 - ``results/<profile>/<chapter>/`` parquet tables and manifest.json written by each chapter.
 
 Chapters run in the order their data flows (a chapter after those whose results it ``reads``,
@@ -24,8 +24,8 @@ gives one clear message and no compute is spent.
 
 First of all the build prints its plan: each artifact and chapter it will build, resume, run or
 skip, with the time each is expected to take here; while a chapter runs, a progress line with the
-time left about every minute (:mod:`textglauber.build.plan`,
-:mod:`textglauber.build.progress`).
+time left about every minute (:mod:`textglauber.bookbuild.plan`,
+:mod:`textglauber.bookbuild.progress`).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ from .site import browser_check, build_site, check_site
 
 @locks.holding_locks              # the locks main takes go when it returns or raises (SIGTERM included)
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m textglauber.build", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m textglauber.bookbuild", description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("--chapter", action="append", help="execute only this chapter, changed or not (repeatable)")
     ap.add_argument("--force", action="store_true", help="execute the chapters even where nothing changed")

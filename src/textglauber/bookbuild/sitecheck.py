@@ -1,6 +1,6 @@
 """Open every page of a built site in headless Chromium, as a reader would, and say what is wrong.
 
-    python -m textglauber.build.sitecheck _build/smoke/_build/html            # check, screenshots beside the site
+    python -m textglauber.bookbuild.sitecheck _build/smoke/_build/html            # check, screenshots beside the site
 
 A page fails on: a table, figure or output wider than the content column without its own
 horizontally scrolling box (so the page clips it or scrolls sideways), an image that does not
@@ -381,7 +381,7 @@ def check_site(html_dir: str | Path, shots_dir: str | Path | None = None, widths
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m textglauber.build.sitecheck", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m textglauber.bookbuild.sitecheck", description=__doc__.split("\n")[0])
     ap.add_argument("html", help="the built site's folder (…/_build/html)")
     ap.add_argument("--screenshots", default=None, help="where screenshots go (default: beside the site folder)")
     a = ap.parse_args(argv)

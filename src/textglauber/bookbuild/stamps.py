@@ -1,5 +1,5 @@
 """Chapters cached on their inputs: each executed chapter leaves a stamp with the key of what it
-read and the digests of what it wrote; ``python -m textglauber.build`` skips a chapter whose key is
+read and the digests of what it wrote; ``python -m textglauber.bookbuild`` skips a chapter whose key is
 unchanged and whose outputs still match its stamp.
 
 **The key** is a SHA-256 over a JSON record of the chapter's inputs (kept in the stamp, so that a
@@ -52,11 +52,11 @@ reads only results that match their chapter's stamp.
 
 **Around the chapters.** One build of a profile runs at a time: a lock file holding the build's
 pid beside the stamps and one in the profile's results folder
-(:func:`textglauber.build.locks.lock_build`; a second build stops at once naming the holder, a lock
+(:func:`textglauber.bookbuild.locks.lock_build`; a second build stops at once naming the holder, a lock
 whose process is gone is taken over). Before any compute, every
-folder the build will write is probed (:func:`textglauber.build.locks.check_writable`). Of the
+folder the build will write is probed (:func:`textglauber.bookbuild.locks.check_writable`). Of the
 profile's ``artifacts`` only those a chapter of this build reads are built
-(:func:`textglauber.build.artifacts.artifacts_needed`).
+(:func:`textglauber.bookbuild.artifacts.artifacts_needed`).
 
 **Why a stamp and not a tool.** jupyter-cache keys a notebook on its code cells and kernel only:
 it knows nothing of papermill's injected parameters, of the library, models and corpora a chapter

@@ -1,4 +1,4 @@
-"""``python -m textglauber.build``: see :mod:`textglauber.build.cli`. A file the build cannot
+"""``python -m textglauber.bookbuild``: see :mod:`textglauber.bookbuild.cli`. A file the build cannot
 read or write (a full disk, a folder without permission) ends it in one line naming the file."""
 import sys
 

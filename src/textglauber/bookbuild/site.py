@@ -12,7 +12,7 @@ from . import sitecheck
 
 
 def browser_check(html_dir: Path) -> list[str]:
-    """Every page in headless Chromium (:mod:`textglauber.build.sitecheck`), screenshots beside the site;
+    """Every page in headless Chromium (:mod:`textglauber.bookbuild.sitecheck`), screenshots beside the site;
     skipped, with a line that says so, where no chromium program is installed."""
     if sitecheck.find_chromium() is None:
         print("browser check skipped: no chromium program (Debian: apt-get install chromium)", file=sys.stderr)

@@ -1,15 +1,15 @@
 """What a build will do and how long it will take here: the plan printed at its start.
 
-**The plan.** Before anything is built, ``python -m textglauber.build`` prints one line per
+**The plan.** Before anything is built, ``python -m textglauber.bookbuild`` prints one line per
 artifact (build, resume or reuse) and per chapter (run or skip, with the reason the build itself
-gives: :func:`textglauber.build.stamps.status`, the same call that decides the skip), each with its
+gives: :func:`textglauber.bookbuild.stamps.status`, the same call that decides the skip), each with its
 expected time on this machine and where that number comes from:
 
 - ``last run: 790 s``: the chapter's last recorded wall time (its stamp, else
   ``results/<profile>/timings.json``), scaled by the work when its parameters have changed since;
 - ``estimated from a 0.21 s probe: ~13 min``: no time recorded here, so the chapter's work,
   counted from its parameters, times the seconds per unit of work of the calibration machine,
-  times this machine's speed relative to it read off a probe (:mod:`textglauber.build.estimates`).
+  times this machine's speed relative to it read off a probe (:mod:`textglauber.bookbuild.estimates`).
 
 Nothing the build computes reads these numbers: they are printed, and the progress lines use
 them for the time left. The probe builds a random model in a forked random state, so even the
@@ -78,7 +78,7 @@ EXPECTED: dict[tuple[str, str], tuple[float, str]] = {}     # (profile, chapter)
 def chapter_lines(profile: str, spec: dict, chapters: list[str], staged: Path, results_root: Path,
                   forced: str | None, probe_: Probe, status=None) -> list[Line]:
     """One line per selected chapter in build order. Run or skip is the build's own decision
-    (``status``: :func:`textglauber.build.stamps.status` over the chapter's inputs now); a chapter
+    (``status``: :func:`textglauber.bookbuild.stamps.status` over the chapter's inputs now); a chapter
     that would be skipped but reads one that runs is 'maybe': its key changes only if the upstream
     results do."""
     if status is None:
@@ -225,7 +225,7 @@ def _artifact_line(name: str, results_root: Path, probe_: Probe) -> Line:
 
 def artifacts_of(spec: dict, chapters: list[str]) -> list[str]:
     """The artifacts the build will build for ``chapters``: the build's own selection
-    (:func:`textglauber.build.artifacts.artifacts_needed`, asked quietly)."""
+    (:func:`textglauber.bookbuild.artifacts.artifacts_needed`, asked quietly)."""
     return list(artifacts_needed(spec, chapters, log=lambda *a, **k: None))
 
 

@@ -1,7 +1,7 @@
 """Compare two results folders, e.g. ``results/smoke`` of two builds: are the tables the same?
 
-    python -m textglauber.build.compare A B                 # exact: every value bit for bit
-    python -m textglauber.build.compare A B --rtol 1e-12    # floats within a relative tolerance
+    python -m textglauber.bookbuild.compare A B                 # exact: every value bit for bit
+    python -m textglauber.bookbuild.compare A B --rtol 1e-12    # floats within a relative tolerance
 
 Every table (``*.parquet`` and ``*.csv``, at any depth) is paired with the one at the same relative
 path on the other side; a table on one side only is a difference. For each pair: the columns (names
@@ -213,7 +213,7 @@ def failures(differences: list[Difference]) -> list[Difference]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m textglauber.build.compare", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m textglauber.bookbuild.compare", description=__doc__.split("\n")[0])
     ap.add_argument("a", help="a results folder (A)")
     ap.add_argument("b", help="the results folder to compare it with (B)")
     ap.add_argument("--rtol", type=float, default=0.0, help="relative tolerance for float values (default 0: exact)")

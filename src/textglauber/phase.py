@@ -384,12 +384,6 @@ def _fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     return float(b), (1.0 - sse / sst) if sst > 0 else 1.0, sse
 
 
-def exponential_fit(ns, values) -> tuple[float, float]:
-    """The rate b and R^2 of the least-squares fit log(value) = a + b n."""
-    b, r2, _ = _fit(np.asarray(ns, float), np.log(np.asarray(values, float)))
-    return b, r2
-
-
 def growth_verdict(ns, values, factor: float = 3.0, what: str = "t_rel") -> tuple[str, str]:
     """How a time grows with n over a table's lengths: (verdict, one sentence from the numbers).
 

@@ -214,11 +214,6 @@ def plot(table: pd.DataFrame):
     return fig
 
 
-def findings_line(verdicts: pd.DataFrame, table: pd.DataFrame, factor: float) -> str:
-    """The findings page's sentence on the exact phase diagram."""
-    return headline(verdicts, table, factor)
-
-
 def beside_preprint(table: pd.DataFrame, profile: str) -> str:
     models = ", ".join(dict.fromkeys(table.model)) or "no model"
     return (f"The exact phase diagram above is computed on the {profile} profile for {models}, as {RESTRICTED}; "

@@ -201,7 +201,7 @@ def _phase(folder: Path, par: dict) -> str:
     table, verdicts = _table(folder, "phase_exact"), _table(folder, "phase_verdicts")
     if table is None or verdicts is None:
         return ""
-    return _e(phasepage.findings_line(verdicts, table, float(par["phase"]["linear_factor"])))
+    return _e(phasepage.headline(verdicts, table, float(par["phase"]["linear_factor"])))
 
 
 def _law(row: dict) -> str:

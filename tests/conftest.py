@@ -34,11 +34,14 @@ def small_scorer(tiny_mlm):
 
 
 class CountingScorer:
-    """Wraps a scorer and counts model calls (to prove errors come before compute)."""
+    """Wraps a scorer and counts model calls (to prove errors come before compute) and the rows
+    they ask for (the engine's model work); the inner scorer's ``lm``, where it has one, stays visible."""
 
     def __init__(self, inner):
-        self.inner, self.calls = inner, 0
+        self.inner, self.calls, self.rows = inner, 0, 0
         self.vocab = inner.vocab
+        if hasattr(inner, "lm"):
+            self.lm = inner.lm
 
     @property
     def max_length(self):
@@ -46,6 +49,7 @@ class CountingScorer:
 
     def scores(self, states, sites):
         self.calls += 1
+        self.rows += len(sites)
         return self.inner.scores(states, sites)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import CountingScorer as RowCounter
 from textglauber import exact, models, phase, vocabulary
 
 
@@ -243,20 +244,6 @@ def test_alpha_on_synthetic_tables():
 @pytest.fixture(scope="module")
 def pair_scorer(tiny_mlm):
     return models.MaskedLMScorer(tiny_mlm, vocabulary.allowed_vocabulary(tiny_mlm.tokenizer, tokens=["the", "dog"]))
-
-
-class RowCounter:
-    def __init__(self, inner):
-        self.inner, self.vocab, self.rows = inner, inner.vocab, 0
-        self.lm = inner.lm
-
-    @property
-    def max_length(self):
-        return self.inner.max_length
-
-    def scores(self, states, sites):
-        self.rows += len(sites)
-        return self.inner.scores(states, sites)
 
 
 def test_score_table_and_alpha_on_the_tiny_mlm(pair_scorer, tiny_mlm):

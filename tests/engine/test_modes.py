@@ -11,6 +11,7 @@ import pytest
 import scipy.stats as st
 import torch
 
+from conftest import CountingScorer
 from textglauber import coupling, engine, exact, groundtruth, models, stats, vocabulary
 from textglauber.engine import ChainSpec
 
@@ -96,20 +97,12 @@ def kernel(scorer, n, T, prefix=None):
 
 
 # ---------------------------------------------------------------- scorers
-class RowCounter:
-    """Counts the rows a scorer is asked for (the engine's model work)."""
+class RowCounter(CountingScorer):
+    """Counts the rows a scorer is asked for (the engine's model work), with the cost of one round."""
 
     def __init__(self, inner):
-        self.inner, self.vocab, self.rows = inner, inner.vocab, 0
+        super().__init__(inner)
         self.round_cost_rows = engine.round_cost(inner, inner.max_length)
-
-    @property
-    def max_length(self):
-        return self.inner.max_length
-
-    def scores(self, states, sites):
-        self.rows += len(sites)
-        return self.inner.scores(states, sites)
 
 
 @pytest.fixture(scope="module")
@@ -193,12 +186,13 @@ def test_memo_gives_the_plain_trajectory_bit_for_bit(table, T, prefix):
 
 
 class CallCounter(RowCounter):
+    """Also the largest call (the base class counts the calls)."""
+
     def __init__(self, inner):
         super().__init__(inner)
-        self.calls = self.most = 0
+        self.most = 0
 
     def scores(self, states, sites):
-        self.calls += 1
         self.most = max(self.most, len(sites))
         return super().scores(states, sites)
 

@@ -100,17 +100,17 @@ def label_contrast(chains: pd.DataFrame, labels: list[str], basin_label: str, *,
     rng = np.random.default_rng(rng)
     rows = []
     for m, C in chains.groupby("model", sort=False):
-        by = C.groupby("cluster")
+        means = C.groupby("cluster")[[f"late {l}" for l in labels]].mean()     # one row per cluster
+        basin = means[f"late {basin_label}"].to_numpy(float)
         part = []
         for l in labels:
             if l == basin_label:
                 continue
-            d = by.apply(lambda g: float((g[f"late {basin_label}"] - g[f"late {l}"]).mean()), include_groups=False)
-            d = d.to_numpy(float)
+            other = means[f"late {l}"].to_numpy(float)
+            d = basin - other                         # a cluster's mean difference: its chains are the same
             lo, hi = _interval(d, rng)
-            part.append({"model": m, "label": l, "clusters": len(d),
-                         basin_label: float(by[f"late {basin_label}"].mean().mean()),
-                         "other": float(by[f"late {l}"].mean().mean()), "difference": float(np.mean(d)),
+            part.append({"model": m, "label": l, "clusters": len(d), basin_label: float(basin.mean()),
+                         "other": float(other.mean()), "difference": float(np.mean(d)),
                          "low": lo, "high": hi, "p": sign_flip_p(d, rng)})
         P = pd.DataFrame(part)
         P["p holm"] = holm(P.p.to_numpy())

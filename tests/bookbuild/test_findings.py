@@ -233,3 +233,18 @@ def test_chapter_times_lists_every_profiles_last_executions(tmp_path):
     assert list(zip(t.profile, t.chapter, t.minutes)) == [("offline", "bounds", 10.0), ("smoke", "bounds", 0.5),
                                                           ("smoke", "traps", 1.5)]
     assert findings.chapter_times(tmp_path / "none").empty
+
+
+def test_the_traps_line_carries_escape_against_length(root):
+    """V_k at k = ceil(n/4) at two lengths, with the measured medians at one temperature: the line
+    gives the exponents, the rows scored and the log-change of the medians against the prediction's
+    (4.1 - 2.0) / 0.5 = 4.20, and names a search that stopped as a lower bound."""
+    gr = pd.DataFrame({"model": "m-one", "n": [8, 16, 24], "k": [2, 4, 6], "exponent case": ["one well", "one well", "unfinished"],
+                       "predicted_exponent": [2.0, 4.1, 5.5], "exponent": [2.0, 4.1, np.nan], "rows_scored": [40, 900, 5000],
+                       "temperature": 0.5, "median": [1000.0, 30000.0, np.nan]})
+    results.write_table(gr, root / PROFILE / "traps", "escape_growth")
+    listed(root)
+    line = text(cells(findings.collect(root, PROFILE))["traps"])
+    assert "V_k against length. m-one: n = 8: 2, n = 16: 4.1, n = 24: at least 5.5" in line
+    assert "scored 40 to 5000 rows" in line and "from n = 8 to 16 the exponent goes from 2 to 4.1" in line
+    assert f"a change of {np.log(30.0):.2f} in its log, where the exponents predict 4.20" in line

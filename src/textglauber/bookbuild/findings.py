@@ -289,7 +289,17 @@ def traps(folder: Path, root: Path, profile: str) -> str:
     if of:
         text += (f". The margin bound is vacuous (an escape time below one step) for {vac} of the {of} perfect "
                  "traps; approximate traps have no margin, so no bound")
-    return text + "." + _escape(folder)
+    return text + "." + _escape(folder) + _growth(folder)
+
+
+def _growth(folder: Path) -> str:
+    """Escape against length (:func:`textglauber.arrhenius.growth_sentence`, as the chapter prints it)."""
+    gr = _table(folder, "escape_growth")
+    if gr is None or not len(gr):
+        return ""
+    from ..arrhenius import growth_sentence
+
+    return " " + _e(growth_sentence(gr))
 
 
 def _escape(folder: Path) -> str:

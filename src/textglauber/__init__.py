@@ -11,7 +11,7 @@ Foundations (import little or nothing of the project)
 - ``lockfile``     one process at a time for a profile's results (the build, or papermill by hand)
 - ``results``      a chapter's results folder, its tables and manifest, replaced only by a run that
                    succeeds; ``start_chapter``
-- ``config_errors``, ``schema``, ``params``   profiles, their schema and the parameters a chapter runs with
+- ``profile``      profiles: their schema, loading one, the parameters a chapter runs with
 - ``hub``, ``corpus``, ``vocabulary``         hub checks, seed passages, the allowed vocabulary A
 - ``stats``, ``tables``, ``figures``, ``reported``   intervals, page tables, page figures, the preprint's numbers
 

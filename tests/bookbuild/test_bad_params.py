@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from textglauber import corpus, models, schema
-from textglauber.config_errors import ProfileError
+from textglauber import corpus, models
+from textglauber.profile import ProfileError, loader, notebooks
 from textglauber.bookbuild import cli
 from textglauber.bookbuild import execute as build_execute
-from textglauber import params as P
+from textglauber import profile as P
+from textglauber.bookbuild import preflight as build_preflight
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("smoke", "offline", "paper", "standin")
@@ -64,7 +65,7 @@ def pdir(tmp_path, monkeypatch):
     d.mkdir()
     for f in (ROOT / "params").glob("*.yaml"):
         shutil.copy(f, d / f.name)
-    monkeypatch.setattr(P, "params_dir", lambda: d)
+    monkeypatch.setattr(loader, "params_dir", lambda: d)
     return d
 
 
@@ -311,24 +312,24 @@ def test_every_shipped_profile_validates(profile):
     assert set(spec["chapters"]) >= {"incompatibility", "bounds", "crossover", "traps", "basins", "ground_truth", "cost"}
 
 
-@pytest.mark.parametrize("notebook", sorted(schema.CHAPTERS))
+@pytest.mark.parametrize("notebook", sorted(P.CHAPTERS))
 def test_the_schema_declares_exactly_the_notebooks_parameters(notebook):
     """A profile key the notebook does not declare is refused by the schema (extra keys are
     forbidden), and the schema declares nothing the notebook lacks: so a parameter papermill
     injects always exists in the notebook, and every one of the notebook's is checked."""
-    cell = set(schema.notebook_parameters(ROOT / notebook))
-    declared = set(schema.CHAPTERS[notebook].model_fields)
+    cell = set(P.notebook_parameters(ROOT / notebook))
+    declared = set(P.CHAPTERS[notebook].model_fields)
     assert declared == cell, (sorted(cell - declared), sorted(declared - cell))
-    assert schema.schema_mismatch(notebook, ROOT) is None
-    assert set(schema.INJECTED) | set(schema.DEFAULT_KEYS) <= cell
+    assert P.schema_mismatch(notebook, ROOT) is None
+    assert set(P.INJECTED) | set(P.DEFAULT_KEYS) <= cell
 
 
 def test_every_notebook_of_every_profile_has_a_schema_and_its_defaults_pass_it():
     for profile in P.profiles():
         for ch in P.load_profile(profile)["chapters"].values():
-            assert ch["notebook"] in schema.CHAPTERS, ch["notebook"]
-    for notebook, model in schema.CHAPTERS.items():      # the notebook run alone, as papermill would without a profile
-        model.model_validate(schema.notebook_parameters(ROOT / notebook))
+            assert ch["notebook"] in P.CHAPTERS, ch["notebook"]
+    for notebook, model in P.CHAPTERS.items():      # the notebook run alone, as papermill would without a profile
+        model.model_validate(P.notebook_parameters(ROOT / notebook))
 
 
 def test_the_limits_the_schema_states_are_the_librarys():
@@ -336,37 +337,39 @@ def test_the_limits_the_schema_states_are_the_librarys():
     from textglauber import exact, ising, phase, topics, train_mlm
     from textglauber.bench import cache as bench_cache
 
-    assert schema.MAX_STATES == exact.MAX_STATES and schema.MAX_SPINS == ising.MAX_SPINS
-    assert schema.PHASE_MAX_N == phase.MAX_N and schema.PHASE_TMIX_MAX_STATES == phase.TMIX_MAX_STATES
-    assert schema.NULL_SEEDS == topics.NULL_SEEDS
-    assert set(schema.TRAINING_PRESETS) == set(train_mlm.PRESETS)
-    assert set(schema.ARTIFACTS) == {"standins", *bench_cache.PRESETS, *train_mlm.PRESETS}
-    assert set(schema.seed_topics_available()) == set(topics.seed_texts().label)
+    assert P.MAX_STATES == exact.MAX_STATES and P.MAX_SPINS == ising.MAX_SPINS
+    assert P.PHASE_MAX_N == phase.MAX_N and P.PHASE_TMIX_MAX_STATES == phase.TMIX_MAX_STATES
+    assert P.NULL_SEEDS == topics.NULL_SEEDS
+    assert set(P.TRAINING_PRESETS) == set(train_mlm.PRESETS)
+    assert set(P.ARTIFACTS) == {"standins", *bench_cache.PRESETS, *train_mlm.PRESETS}
+    assert set(P.seed_topics_available()) == set(topics.seed_texts().label)
 
 
 def test_the_schema_adds_no_library_module_to_a_chapters_code():
     """A chapter's cache key covers the modules its notebook reaches (imports inside functions too);
-    the schema, reached through params, must pull in no other."""
-    src = (ROOT / "src" / "textglauber" / "schema.py").read_text()
+    the profile package, which every chapter reaches, must pull in no other module than paths."""
     import re
 
-    imported = set(re.findall(r"^\s*from \.(\w*) import", src, re.M))
-    assert imported <= {"config_errors", "paths"}, "schema imports the library"
+    for f in sorted((ROOT / "src" / "textglauber" / "profile").glob("*.py")):
+        src = f.read_text()
+        outside = set(re.findall(r"^\s*from \.\.(\w*) import", src, re.M))
+        assert outside <= {"paths"}, (f.name, "imports the library", outside)
+        assert not re.findall(r"^\s*from \.\.\.|^\s*import textglauber|^\s*from textglauber", src, re.M), f.name
 
 
 def test_a_notebook_whose_cell_and_schema_differ_is_refused(monkeypatch, pdir, no_loading, capsys, tmp_path):
     """A parameter added to a notebook but not to its schema stops the build (for every chapter of
     the profile, not only those selected), naming both sides."""
-    read = schema.notebook_parameters
+    read = notebooks.notebook_parameters
 
     def with_a_new_knob(path):
         got = read(path)
         return {**got, "new_knob": 3} if Path(path).name == "05_traps.ipynb" else got
 
-    monkeypatch.setattr(schema, "notebook_parameters", with_a_new_knob)
+    monkeypatch.setattr(notebooks, "notebook_parameters", with_a_new_knob)
     line = refused(capsys, tmp_path, "--profile", "smoke", "--chapter", "bounds")
     assert line == (f"{pdir / 'smoke.yaml'}: chapter 'traps': book/05_traps.ipynb: its parameters cell declares "
-                    "['new_knob'], which the schema does not (textglauber.schema.Traps declares exactly the cell's "
+                    "['new_knob'], which the schema does not (textglauber.profile.Traps declares exactly the cell's "
                     "names: change both together)")
 
 
@@ -385,11 +388,11 @@ def test_a_window_longer_than_the_corpus_is_refused_by_the_preflight_without_a_m
     spec["chapters"]["traps"]["parameters"]["window"] = 100
     name = write(pdir, "long", spec)
     P.check_profile(name)                                        # the schema cannot see it
-    lines = P.window_problems(name, ["traps", "crossover", "ground_truth"])
+    lines = build_preflight.window_problems(name, ["traps", "crossover", "ground_truth"])
     assert len(lines) == 1
     assert lines[0].startswith(f"{pdir / 'long.yaml'}: chapter 'traps': seq_len = 5000: a window of 5000 tokens is "
                                "longer than corpus 'tiny' holds (at most "), lines
-    assert P.window_problems("smoke", ["incompatibility", "bounds", "crossover", "traps"]) == []
+    assert build_preflight.window_problems("smoke", ["incompatibility", "bounds", "crossover", "traps"]) == []
 
 
 # --------------------------------------------------------------------------- run_all.sh
@@ -439,10 +442,10 @@ def test_a_chapter_checks_its_own_parameters_in_one_line(notebook, key, value, s
     """What a papermill run outside the build injects (``-p window 9``) is refused by the chapter's
     first call, in one line naming the notebook, the key, the value and what is allowed; the
     notebook's own defaults pass, and a name the schema does not declare is no parameter to check."""
-    values = {**schema.notebook_parameters(ROOT / notebook), "unrelated": object()}
-    schema.check_chapter(notebook, values)
+    values = {**P.notebook_parameters(ROOT / notebook), "unrelated": object()}
+    P.check_chapter(notebook, values)
     with pytest.raises(ProfileError) as exc:
-        schema.check_chapter(notebook, {**values, key: value})
+        P.check_chapter(notebook, {**values, key: value})
     assert str(exc.value).count("\n") == 0 and str(exc.value).startswith(f"{notebook}: {says}")
 
 
@@ -452,7 +455,7 @@ def test_a_chapter_checks_its_parameters_before_it_starts(notebook):
     nb = json.loads((ROOT / notebook).read_text())
     code = [c for c in nb["cells"] if c["cell_type"] == "code" and "parameters" not in c["metadata"].get("tags", [])]
     lines = [ln for ln in "".join(code[0]["source"]).splitlines() if ln and not ln.startswith(("import ", "from "))]
-    assert lines[0] == f'schema.check_chapter("{notebook}", globals())'
+    assert lines[0] == f'globals().update(check_chapter("{notebook}", globals()))'
     if "results.start_chapter(" in "".join(code[0]["source"]):        # the cost appendix writes no results
         assert lines[1].startswith("out, gen = results.start_chapter(")
 
@@ -460,4 +463,4 @@ def test_a_chapter_checks_its_parameters_before_it_starts(notebook):
 def test_every_chapter_notebook_is_checked():
     """No chapter of a profile escapes the check: every notebook the schema declares, but the
     findings page (which the build runs with its own three parameters), is in CHECKED."""
-    assert sorted(CHECKED) == sorted(schema.CHAPTERS)
+    assert sorted(CHECKED) == sorted(P.CHAPTERS)

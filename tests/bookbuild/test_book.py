@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from textglauber import params
+from textglauber import profile as P
 from textglauber.bookbuild import execute, site
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,12 +19,12 @@ def _parameters_cell(nb_path):
     return nb, {k for k in ns if not k.startswith("__")}
 
 
-@pytest.mark.parametrize("profile", params.profiles())
+@pytest.mark.parametrize("profile", P.profiles())
 def test_every_profile_parameter_exists_in_its_notebook(profile):
-    spec = params.load_profile(profile)
+    spec = P.load_profile(profile)
     for chapter, ch in spec["chapters"].items():
         _, names = _parameters_cell(ROOT / ch["notebook"])
-        prm = params.chapter_parameters(profile, chapter)
+        prm = P.chapter_parameters(profile, chapter)
         unknown = set(prm) - names
         assert not unknown, f"{profile}/{chapter}: parameters {unknown} are not in the notebook's parameters cell"
 
@@ -39,16 +39,16 @@ def test_source_notebooks_carry_no_outputs():
 
 def test_toc_lists_every_chapter_of_every_profile():
     toc = (ROOT / "_toc.yml").read_text()
-    for profile in params.profiles():
-        for ch in params.load_profile(profile)["chapters"].values():
+    for profile in P.profiles():
+        for ch in P.load_profile(profile)["chapters"].values():
             assert Path(ch["notebook"]).with_suffix("").as_posix() in toc
 
 
 def test_unknown_profile_and_chapter_are_refused():
     with pytest.raises(ValueError, match="unknown profile"):
-        params.load_profile("nope")
+        P.load_profile("nope")
     with pytest.raises(ValueError, match="no chapter"):
-        params.chapter_parameters("smoke", "nope")
+        P.chapter_parameters("smoke", "nope")
 
 
 def test_network_loads_are_found_and_links_are_not(tmp_path):

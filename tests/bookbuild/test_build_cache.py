@@ -11,7 +11,9 @@ import papermill
 import pytest
 import yaml
 
-from textglauber import params as P
+from textglauber import profile as P
+from textglauber.paths import repo_root
+from textglauber.profile import loader as profile_loader
 from textglauber import reach as R
 from textglauber.bookbuild import execute
 from textglauber.bookbuild import stamps as C
@@ -66,7 +68,7 @@ def project(tmp_path, monkeypatch):
                          "c": {"notebook": "book/c.ipynb", "reads_files": ["notes/*.txt"],
                                "parameters": {"n": 1}}}}
     (root / "params" / f"{PROFILE}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    for mod in (C, P, execute):
+    for mod in (C, profile_loader, execute):
         monkeypatch.setattr(mod, "repo_root", lambda: root)
     monkeypatch.setattr(R, "PACKAGE_DIR", pkg)
     monkeypatch.setattr(R, "PACKAGE", "fakepkg")
@@ -238,7 +240,7 @@ def test_code_closure_enters_sub_packages(project):
 
 
 def test_the_real_chapters_reach_the_modules_they_call():
-    reached = R.code_files(P.repo_root() / P.load_profile("smoke")["chapters"]["crossover"]["notebook"])
+    reached = R.code_files(repo_root() / P.load_profile("smoke")["chapters"]["crossover"]["notebook"])
     files = {p.name for p in reached}
     assert {"growth.py", "semantics.py", "coupling.py", "driver.py", "pairs.py", "scorers.py", "loading.py", "__init__.py"} <= files
     assert not [p for p in reached if p.relative_to(R.PACKAGE_DIR).parts[0] == "bench"]   # no module of the benchmark

@@ -22,7 +22,8 @@ import torch
 import yaml
 
 from textglauber import engine, lockfile, results
-from textglauber import params as P
+from textglauber import profile as P
+from textglauber.profile import loader as profile_loader
 from textglauber.bench import read as bench_read
 from textglauber.bookbuild import execute as build_execute
 from textglauber.bookbuild import findings, plan
@@ -238,7 +239,7 @@ def test_the_crossover_chapter_reads_no_foreign_alpha_table(tmp_path):
 def test_the_cost_appendix_names_a_broken_profile_file_and_reads_the_others(tmp_path, monkeypatch):
     real = P.profile_path
     (tmp_path / "broken.yaml").write_text("chapters: [unclosed\n")
-    monkeypatch.setattr(P, "profile_path", lambda p: tmp_path / "broken.yaml" if p == "broken" else real(p))
+    monkeypatch.setattr(profile_loader, "profile_path", lambda p: tmp_path / "broken.yaml" if p == "broken" else real(p))
     work, broken = bench_read.workloads(["smoke", "broken"])
     assert set(work.profile) == {"smoke"} and len(work)
     assert len(broken) == 1 and broken[0].startswith("params/broken.yaml is left out") and "\n" not in broken[0]

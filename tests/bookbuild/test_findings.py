@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from textglauber import params, results
+from textglauber import profile as P
+from textglauber import results
 from textglauber.bookbuild import findings
 
 PROFILE = "smoke"
@@ -110,7 +111,7 @@ def text(html):
 
 def test_one_row_per_chapter_linked_to_its_page(root):
     f = findings.collect(root, PROFILE)
-    spec = params.load_profile(PROFILE)
+    spec = P.load_profile(PROFILE)
     assert [r["chapter"] for r in f.rows] == ["incompatibility", "bounds", "crossover", "basins", "traps",
                                               "ground_truth", "cost"]
     assert len(f.rows) == len(spec["chapters"]) == 7

@@ -1,7 +1,7 @@
 """Every model a chapter reads is checked and keyed (issue 50), wherever its parameters name it.
 
 The models a chapter's parameters name are found by the schema's types, at any depth
-(:func:`textglauber.schema.model_refs`): the traps chapter's ``escape.models`` and
+(:func:`textglauber.profile.model_refs`): the traps chapter's ``escape.models`` and
 ``escape.exact_models`` are in its input key, so a local model's weights edited in place re-run
 it, and the pre-flight checks them like any other (a missing model, weights cut short, a token
 outside the vocabulary, a length the model cannot take: one line each, before any compute). The
@@ -15,17 +15,17 @@ import pytest
 import torch
 import transformers
 
-from textglauber import arrhenius, models, schema, trapsearch
-from textglauber import params as P
+from textglauber import arrhenius, models, trapsearch
+from textglauber import profile as P
 from textglauber.bookbuild import preflight as build_preflight
 from textglauber.bookbuild import stamps
-from textglauber.config_errors import ProfileError
+from textglauber.profile import ProfileError, refs
 from test_bad_params import pdir, shipped, write  # noqa: F401  (pdir is a fixture)
 
 
 def _smoke_refs(chapter: str) -> list:
     spec = P.load_profile("smoke")
-    return schema.model_refs(spec["chapters"][chapter]["notebook"], P.chapter_parameters("smoke", chapter, spec=spec))
+    return P.model_refs(spec["chapters"][chapter]["notebook"], P.chapter_parameters("smoke", chapter, spec=spec))
 
 
 # --------------------------------------------------------------------------- the walker
@@ -62,7 +62,7 @@ def test_every_smoke_chapter_names_the_models_it_did_and_the_nested_ones(chapter
     spec = P.load_profile("smoke")
     nb = spec["chapters"][chapter]["notebook"]
     prm = P.chapter_parameters("smoke", chapter, spec=spec)
-    assert [(r.key, r.name, r.role, r.via) for r in schema.model_refs(nb, prm)] == SMOKE[chapter]
+    assert [(r.key, r.name, r.role, r.via) for r in P.model_refs(nb, prm)] == SMOKE[chapter]
     # what the callers derive, as before at the top level (the training run and package embedders
     # are keyed, not resolved by name; the training run is an artifact, not pre-flighted)
     top = [(k, n, r) for k, n, r, via in SMOKE[chapter]]
@@ -73,32 +73,32 @@ def test_every_smoke_chapter_names_the_models_it_did_and_the_nested_ones(chapter
     assert P.corpus_names(prm, nb) == {"incompatibility": ["tiny"] * 4, "bounds": ["tiny"] * 2,
                                        "crossover": ["tiny", "tiny"], "traps": ["tiny"]}.get(chapter, [])
     # a caller with the parameters alone finds the same models
-    assert [(r.key, r.name, r.role) for r in schema.model_refs(None, prm)] == [(k, n, r) for k, n, r in top]
+    assert [(r.key, r.name, r.role) for r in P.model_refs(None, prm)] == [(k, n, r) for k, n, r in top]
 
 
 def test_a_model_field_nested_two_levels_deep_is_found_by_its_type(monkeypatch):
     """A chapter whose models sit in a section inside a section, in a list, an Optional and a
     dict, with a topic scorer and an embedder of the marked string types: found with no change
     to the walker, by the pre-flight and the input key alike."""
-    class Deeper(schema.Closed):
-        probes: schema.ListOf(schema.ExactModel, "model entries")
-        by_name: dict[str, schema.BoundsModel] = {}
+    class Deeper(P.Closed):
+        probes: P.ListOf(P.ExactModel, "model entries")
+        by_name: dict[str, P.BoundsModel] = {}
 
-    class Section(schema.Closed):
+    class Section(P.Closed):
         deeper: Optional[Deeper] = None
-        seq_len: schema.Length(schema.PosInt)
-        judge: schema.TopicScorer
+        seq_len: P.Length(P.PosInt)
+        judge: P.TopicScorer
 
-    class NewChapter(schema.Chapter):
+    class NewChapter(P.Chapter):
         section: Section
-        embedded: schema.EmbeddedModel
+        embedded: P.EmbeddedModel
 
     values = {"section": {"seq_len": 7, "judge": "nli:some/nli-model",
                           "deeper": {"probes": [{"name": "tiny-mlm", "tokens": ["the", "zzz"], "n": 3}],
                                      "by_name": {"a": {"name": "local/bounds", "corpus": "tiny", "drift_token": "."}}}},
               "embedded": {"name": "some/embedded-mlm", "corpus": "lee", "embedder": "sentence:some/embedder"}}
-    monkeypatch.setitem(schema.CHAPTERS, "book/99_new.ipynb", NewChapter)
-    refs = schema.model_refs("book/99_new.ipynb", values)
+    monkeypatch.setitem(P.CHAPTERS, "book/99_new.ipynb", NewChapter)
+    refs = P.model_refs("book/99_new.ipynb", values)
     got = {r.key: (r.name, r.role, r.tokens, r.lengths, r.corpus) for r in refs}
     assert got == {
         "section.judge": ("some/nli-model", "nli", (), (("section.seq_len", 7, 7),), None),
@@ -119,16 +119,16 @@ def test_a_model_field_nested_two_levels_deep_is_found_by_its_type(monkeypatch):
 def test_what_names_a_model_is_marked_on_the_types_the_schema_declares():
     """Roles are those the model checks know; every window-length key is marked as a length (a new
     chapter's ``seq_len`` typed otherwise would go unchecked)."""
-    assert schema.ModelSpec.role in models.ROLES
-    assert schema.Control.role_of({"kind": "causal"}) == "causal"
-    for t in (schema.Embedder, schema.TopicScorer, schema.TrainingRun):
-        (mark,) = [m for m in t.__metadata__ if isinstance(m, schema.NamesModels)]
+    assert P.ModelSpec.role in models.ROLES
+    assert P.Control.role_of({"kind": "causal"}) == "causal"
+    for t in (P.Embedder, P.TopicScorer, P.TrainingRun):
+        (mark,) = [m for m in t.__metadata__ if isinstance(m, P.NamesModels)]
         roles = {r for _, r in mark.prefixes} | ({mark.role} if mark.template else set())
         assert roles and roles <= set(models.ROLES), t
-    for model in set(schema.CHAPTERS.values()) | {schema.Escape, schema.ExactModel}:
+    for model in set(P.CHAPTERS.values()) | {P.Escape, P.ExactModel}:
         for name, field in model.model_fields.items():
             if name in ("seq_len", "lengths", "coupling_lengths", "n"):
-                assert schema._marked(field.rebuild_annotation(), schema.CONTENT_LENGTH), (model.__name__, name)
+                assert refs._marked(field.rebuild_annotation(), P.CONTENT_LENGTH), (model.__name__, name)
 
 
 # --------------------------------------------------------------------------- the input key

@@ -9,7 +9,7 @@ import time
 import pytest
 import yaml
 
-from textglauber import params as P
+from textglauber import profile as P
 from textglauber import durations, reach, train_mlm
 from textglauber.bookbuild import estimates, plan, progress
 from textglauber.bookbuild import stamps as cache

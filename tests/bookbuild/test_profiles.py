@@ -3,7 +3,9 @@ change to params/paper.yaml is exercised by the stand-in run."""
 import pytest
 import yaml
 
-from textglauber import params as P
+from textglauber import profile as P
+from textglauber.paths import repo_root
+from textglauber.profile import loader
 
 SIZE_KEYS = {"n_rectangles", "n_grids", "n_contexts", "top_k", "extra", "drift_states", "trials", "steps", "pairs",
              "budget", "sweeps", "budget_sweeps", "reference_sweeps", "fast_within", "power_replicates", "fixed_t", "chains", "checkpoint_every", "seeds_per_topic", "chains_per_seed", "prefix_chains", "rectangles",
@@ -48,12 +50,12 @@ def test_standin_is_paper_with_names_and_counts_only():
             if isinstance(size, dict):                      # counts inside a mapping; the rest as paper's
                 _counts_only(size, a[key], b[key], (ch, key))
                 assert {k: v for k, v in b[key].items() if k not in size} == \
-                    {k: P._renamed(v, replace) for k, v in a[key].items() if k not in size}, (ch, key)
+                    {k: loader._renamed(v, replace) for k, v in a[key].items() if k not in size}, (ch, key)
             elif size is not None:
                 assert key in SIZE_KEYS, (ch, key)
                 assert b[key] <= a[key], (ch, key)          # scaled down, never up
             else:
-                assert b[key] == P._renamed(a[key], replace), (ch, key)
+                assert b[key] == loader._renamed(a[key], replace), (ch, key)
     # no hub name survives: every model and corpus of the stand-in run is local
     for ch in standin["chapters"]:
         prm = P.chapter_parameters("standin", ch)
@@ -74,7 +76,7 @@ def test_derive_refuses_what_is_not_a_name_or_a_count(tmp_path, monkeypatch):
         P.derive(base, {"derive": "paper", "sizes": {"ground_truth": {"ising_fit": {"spin": 3}}}}, tmp_path / "x.yaml")
     with pytest.raises(ValueError, match="holds only"):
         P.derive(base, {"derive": "paper", "chapters": {}}, tmp_path / "x.yaml")
-    renamed = P._renamed({"a": ["nli:foo", "foo", {"m": "sentence:foo"}, "foobar"]}, {"foo": "L"})
+    renamed = loader._renamed({"a": ["nli:foo", "foo", {"m": "sentence:foo"}, "foobar"]}, {"foo": "L"})
     assert renamed == {"a": ["nli:L", "L", {"m": "sentence:L"}, "foobar"]}
 
 
@@ -82,7 +84,7 @@ def _code_strings(nb_path):
     import ast
     import json
 
-    nb = json.loads((P.repo_root() / nb_path).read_text())
+    nb = json.loads((repo_root() / nb_path).read_text())
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             for node in ast.walk(ast.parse("".join(cell["source"]))):
@@ -110,19 +112,19 @@ def test_reads_refuse_cycles_unknown_chapters_and_unknown_keys(tmp_path):
     spec = {"chapters": {"a": {"notebook": nb, "reads": ["b"]}, "b": {"notebook": nb, "reads": ["c"]},
                          "c": {"notebook": nb, "reads": ["a"]}}}
     with pytest.raises(ValueError, match="cycle: a -> b -> c -> a"):
-        P._check_chapters(spec, tmp_path / "x.yaml")
+        loader._check_chapters(spec, tmp_path / "x.yaml")
     for bad in ({"notebook": nb, "reads": ["a"]}, {"notebook": nb, "reads": ["nope"]}, {"notebook": nb, "reads": "b"}):
         with pytest.raises(ValueError, match="'reads' lists other chapters"):
-            P._check_chapters({"chapters": {"a": bad, "b": {"notebook": nb}}}, tmp_path / "x.yaml")
+            loader._check_chapters({"chapters": {"a": bad, "b": {"notebook": nb}}}, tmp_path / "x.yaml")
     with pytest.raises(ValueError, match="unknown keys"):
-        P._check_chapters({"chapters": {"a": {"notebook": nb, "read": ["b"]}}}, tmp_path / "x.yaml")
+        loader._check_chapters({"chapters": {"a": {"notebook": nb, "read": ["b"]}}}, tmp_path / "x.yaml")
     for pattern in ("results/*/timings.json", "results/p/*.json", "results/*"):     # wall times change every run
         with pytest.raises(ValueError, match="wall times"):
-            P._check_chapters({"profile": "p", "chapters": {"a": {"notebook": nb, "reads_files": [pattern]}}},
+            loader._check_chapters({"profile": "p", "chapters": {"a": {"notebook": nb, "reads_files": [pattern]}}},
                               tmp_path / "x.yaml")
-    P._check_chapters({"profile": "p", "chapters": {"a": {"notebook": nb, "reads_files": ["results/bench/*"]}}},
+    loader._check_chapters({"profile": "p", "chapters": {"a": {"notebook": nb, "reads_files": ["results/bench/*"]}}},
                       tmp_path / "x.yaml")
     ok = {"chapters": {"b": {"notebook": nb, "reads": ["a"]}, "a": {"notebook": nb}, "c": {"notebook": nb}}}
-    P._check_chapters(ok, tmp_path / "x.yaml")
+    loader._check_chapters(ok, tmp_path / "x.yaml")
     assert P.build_order(ok, ["c", "b", "a"]) == ["a", "b", "c"]
     assert P.build_order(ok, ["b"]) == ["b"]

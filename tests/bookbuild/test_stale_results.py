@@ -29,7 +29,8 @@ from textglauber.bookbuild import artifacts, cli, findings
 from textglauber.bookbuild import execute as build_execute
 from textglauber.bookbuild import locks as L
 from textglauber.bookbuild import stamps as C
-from textglauber import params as P
+from textglauber import profile as P
+from textglauber.profile import loader as profile_loader
 from textglauber.engine import ChainSpec
 
 PROFILE = "smoke"
@@ -56,7 +57,7 @@ def _smoke_variant(monkeypatch, folder: Path, **traps):
     spec["chapters"]["traps"]["parameters"].update(traps)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{PROFILE}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    monkeypatch.setattr(P, "profile_path",
+    monkeypatch.setattr(profile_loader, "profile_path",
                         lambda profile: folder / f"{profile}.yaml" if profile == PROFILE else REAL_PROFILE_PATH(profile))
 
 

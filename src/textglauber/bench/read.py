@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..params import chapter_parameters, load_profile
+from ..profile import chapter_parameters, load_profile
 from ..tables import number
 from .metastable import METASTABLE_MODELS, METASTABLE_TEMPERATURES
 from .throughput import SPEEDUP_COLUMNS, flops_per_step, with_speedups
@@ -279,7 +279,7 @@ def workload(profile: str) -> pd.DataFrame:
 def workloads(profiles: list[str]) -> tuple[pd.DataFrame, list[str]]:
     """:func:`workload` of each profile that loads, and one line for each that does not (a broken
     file in ``params/`` is named and left out; it breaks no other profile's page)."""
-    from ..config_errors import ProfileError
+    from ..profile import ProfileError
 
     frames, broken = [], []
     for profile in profiles:

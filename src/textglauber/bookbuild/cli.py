@@ -15,7 +15,7 @@ Layout (all build products, none tracked):
 - ``results/<profile>/<chapter>/`` parquet tables and manifest.json written by each chapter.
 
 Chapters run in the order their data flows (a chapter after those whose results it ``reads``,
-see :mod:`textglauber.params`). A chapter whose inputs are unchanged since its last finished run,
+see :mod:`textglauber.profile`). A chapter whose inputs are unchanged since its last finished run,
 and whose outputs are all still there, is skipped with a line that says so; one that changed, or
 ``--force``, or a chapter named with ``--chapter``, is executed again.
 
@@ -33,7 +33,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .. import params as P
+from .. import profile as P
 from ..paths import repo_root
 from . import locks, plan, stamps
 from .artifacts import artifacts_needed, build_artifacts

@@ -9,7 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
-from .. import params as P
+from .. import profile as P
 from ..paths import repo_root
 from ..provenance import machine_line, write_json_atomic
 from . import stamps

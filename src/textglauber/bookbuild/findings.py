@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import params as P
+from .. import profile as P
 from .. import results
 from .. import reported
 from ..paths import repo_root

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import params as P
+from .. import profile as P
 from .. import paths
 from ..bench import cache as bench_cache
 from ..provenance import machine

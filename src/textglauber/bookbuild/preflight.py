@@ -1,11 +1,11 @@
 """Every model and corpus a build's chapters need, checked before any compute: what is missing,
 a model whose files do not fit the role its chapter gives it or cannot be read, a window longer
 than its corpus or its model holds, a token its model's vocabulary lacks. One message each, with
-the fix. The models are those :func:`textglauber.schema.model_refs` finds by type, at any depth of
+the fix. The models are those :func:`textglauber.profile.model_refs` finds by type, at any depth of
 a chapter's parameters (``escape.models`` as well as ``mlms``)."""
 from __future__ import annotations
 
-from .. import params as P
+from .. import profile as P
 
 
 def preflight(profile: str, chapters: list[str]) -> None:
@@ -34,7 +34,7 @@ def preflight(profile: str, chapters: list[str]) -> None:
             check(items)
         except error as exc:
             problems.append(str(exc))
-    problems += P.window_problems(profile, chapters)       # a window longer than its corpus holds
+    problems += window_problems(profile, chapters)       # a window longer than its corpus holds
     problems += _asked_problems(profile, wanted)            # a length its model cannot take, a token it lacks
     if problems:
         raise SystemExit(f"profile {profile!r} cannot run:\n" + "\n".join(problems))
@@ -50,4 +50,38 @@ def _asked_problems(profile: str, wanted: dict) -> list[str]:
     for ch, ws in wanted.items():
         at = f"{P.where(P.profile_path(profile))}: chapter {ch!r}: "
         out += [at + line for line in length_problems(ws) + token_problems(ws)]
+    return out
+
+
+def window_problems(profile: str, chapters: list[str]) -> list[str]:
+    """For the pre-flight: windows longer than a chapter's corpus can give, one line each.
+
+    Every length asked of a model that names a corpus (:func:`textglauber.profile.model_refs`: the
+    window-length keys beside it, at any depth) is set against that corpus; the corpora are read
+    (no model is): a window of n tokens needs n tokens in the corpus (texts shorter than n are
+    joined, :func:`textglauber.corpus.windows`), and no tokenizer cuts more tokens from a text than
+    it has UTF-8 bytes, plus one (the space byte-level BPE puts in front). A corpus that cannot be
+    read is left to the availability check."""
+    from .. import corpus
+
+    held: dict[str, tuple[int, int] | None] = {}
+    notebooks = P.chapter_notebooks(profile)
+    out = []
+    for ch in chapters:
+        prm = P.chapter_parameters(profile, ch)
+        asked = {}
+        for ref in P.model_refs(notebooks.get(ch), prm):
+            for key, value, n in (ref.lengths if ref.corpus else ()):
+                asked.setdefault((ref.corpus, key), (value, n))
+        for (src, key), (value, n) in asked.items():
+            if src not in held:
+                try:
+                    texts = corpus.texts(src)
+                    held[src] = (sum(len(t.encode("utf-8")) + 1 for t in texts), len(texts))
+                except Exception:       # missing or unreadable: the availability check names it
+                    held[src] = None
+            if held[src] is not None and n > held[src][0]:
+                out.append(f"{P.where(P.profile_path(profile))}: chapter {ch!r}: {key} = {value}: a window of {n} "
+                           f"tokens is longer than corpus {src!r} holds (at most {held[src][0]} tokens in its "
+                           f"{held[src][1]} texts)")
     return out

@@ -19,11 +19,11 @@ re-execution can say which input changed):
   models are built from code and keyed by name;
 - ``corpora``: package data (in ``code`` already), the versions of the packages that ship a
   corpus, a local copy's or local path's content digests, MS MARCO's hub id where no copy exists;
-- ``reads``: the result files of the chapters it ``reads`` (see :mod:`textglauber.params`), their
+- ``reads``: the result files of the chapters it ``reads`` (see :mod:`textglauber.profile`), their
   manifests without the time-stamped fields (``created``, ``git``, ``versions``), so that a
   re-executed chapter whose tables come out the same does not re-execute its readers;
 - ``files``: the files named by ``reads_files`` (never a profile's ``timings.json``, which the
-  build rewrites after every execution: :mod:`textglauber.params` refuses such a pattern);
+  build rewrites after every execution: :mod:`textglauber.profile` refuses such a pattern);
 - ``environment``: Python's version and those of the packages that compute or render the numbers.
 
 Nothing else enters it: not modification times, not the build or results folder, not the time,
@@ -74,7 +74,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from .. import params as P
+from .. import profile as P
 from ..paths import repo_root
 from ..provenance import installed_version, digest, file_digest, notebook_digest, tree_digests, versions, write_json_atomic
 from ..reach import code_inputs
@@ -150,10 +150,10 @@ def model_identity(name: str) -> dict:
 
 
 def models_read(prm: dict, notebook: str | None = None) -> list[str]:
-    """Every model a chapter's parameters name, at any depth (:func:`textglauber.schema.model_refs`:
+    """Every model a chapter's parameters name, at any depth (:func:`textglauber.profile.model_refs`:
     ``escape.models`` as well as ``mlms``), package embedders and the training run it describes
     included. ``notebook``: the chapter's, where the caller knows it (else found from ``prm``)."""
-    from ..schema import model_refs
+    from ..profile import model_refs
 
     return sorted({r.name for r in model_refs(notebook, prm)})
 

@@ -8,7 +8,7 @@ import difflib
 import json
 from dataclasses import dataclass
 
-from ..schema import model_refs, show
+from ..profile import model_refs, show
 from .folders import ROLES, UNREADABLE, folder_problems, model_folder
 from .lookup import resolve
 from .source import ModelMismatchError, ModelSource, ModelUnavailableError
@@ -31,7 +31,7 @@ class Wanted:
 
 def wanted_models(params: dict, where: str = "", required: bool = True, notebook: str | None = None) -> list[Wanted]:
     """Every model a chapter's parameters name, at any depth, with the role each plays there, found by
-    the schema's types (:func:`textglauber.schema.model_refs`): model entries are masked LMs, a
+    the schema's types (:func:`textglauber.profile.model_refs`): model entries are masked LMs, a
     control is the kind it says, an ``embedder: sentence:NAME`` is a sentence-transformers model, a
     ``topic_scorer`` ``nli:NAME`` an NLI classifier and ``embedding:NAME`` a sentence model. The
     training run a chapter describes is keyed (:func:`textglauber.bookbuild.stamps.models_read`) but

@@ -1,4 +1,4 @@
-"""Profiles: one YAML file per profile under ``params/``, one section per chapter.
+"""Loading a profile: one YAML file per profile under ``params/``, one section per chapter.
 
 A chapter's section holds its ``notebook``, its ``parameters`` and, where it reads what other
 chapters or tools wrote, ``reads`` (chapters of the same profile whose results it reads: it runs
@@ -7,8 +7,9 @@ reads: a pattern under ``results/`` is taken in the build's results folder, any 
 the repository root). The chapters' reads form no cycle.
 
 A profile is named by its file: NAME is letters, digits, ``_`` and ``-`` only and names an existing
-``params/NAME.yaml`` (never a path). Every key of a profile is declared in :mod:`textglauber.schema`,
-which :func:`validate_or_exit` applies in full before the build loads anything.
+``params/NAME.yaml`` (never a path). Every key of a profile is declared in the schema
+(:mod:`textglauber.profile.entries`, :mod:`textglauber.profile.chapters`), which
+:func:`validate_or_exit` applies in full before the build loads anything.
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from pathlib import Path
 
 import yaml
 
-from .config_errors import NAME_RE, ProfileError, where
-from .paths import repo_root
+from ..paths import repo_root
+from .checks import check_raw, profile_problems
+from .errors import NAME_RE, ProfileError, where
 
 
 def params_dir() -> Path:
@@ -145,10 +147,8 @@ def build_order(spec: dict, chapters: list[str]) -> list[str]:
 
 def load_profile(profile: str, _deriving: tuple[str, ...] = ()) -> dict:
     """The profile as the build runs it (``derive`` applied). Its name, its top-level keys and their
-    types, and its chapters' entries are checked here (:func:`textglauber.schema.check_raw`); the
+    types, and its chapters' entries are checked here (:func:`textglauber.profile.check_raw`); the
     chapters' parameters by :func:`check_profile`."""
-    from .schema import check_raw
-
     path = profile_path(profile)
     if not path.is_file():
         raise ProfileError(f"unknown profile {profile!r} (no file params/{profile}.yaml); known: {', '.join(profiles())}")
@@ -170,11 +170,9 @@ def load_profile(profile: str, _deriving: tuple[str, ...] = ()) -> dict:
 
 
 def check_profile(profile: str, chapters: list[str] | None = None) -> dict:
-    """Load ``profile`` and check all of it against :mod:`textglauber.schema`; return the loaded profile.
+    """Load ``profile`` and check all of it against its schema (:mod:`textglauber.profile`); return the loaded profile.
     ``chapters`` (names given on a command line) must be chapters of it. Raises :class:`ProfileError`:
     one line per problem."""
-    from .schema import profile_problems
-
     spec = load_profile(profile)            # name, file, top-level keys, derive, chapter entries
     path = profile_path(profile)
     injected = {chapter: chapter_parameters(profile, chapter, spec=spec) for chapter in spec["chapters"]}
@@ -213,31 +211,10 @@ def chapter_parameters(profile: str, chapter: str, results_root: str | Path | No
     return params
 
 
-def model_names(params: dict, notebook: str | None = None) -> list[str]:
-    """The models a chapter's parameters name, at any depth (:func:`textglauber.schema.model_refs`;
-    ``notebook``: the chapter's, where the caller knows it), that
-    :func:`textglauber.models.resolve` is asked for by name: every model entry's ``name``, an
-    ``nli:`` scorer's model and a ``sentence:`` embedder's
-    (not a ``sentence:package:`` one, an installed package that is no model name, nor an
-    ``embedding:`` scorer's or the training run a chapter describes: see
-    :func:`textglauber.bookbuild.stamps.models_read` for every model a chapter reads)."""
-    from .schema import model_refs
-
-    return [r.name for r in model_refs(notebook, params)
-            if r.via in ("", "nli") or (r.via == "sentence" and not r.name.startswith("package:"))]
-
-
-def corpus_names(params: dict, notebook: str | None = None) -> list[str]:
-    """Every corpus a chapter's model entries name, at any depth (for the pre-flight check)."""
-    from .schema import model_refs
-
-    return [r.corpus for r in model_refs(notebook, params) if r.corpus]
-
-
 def chapter_notebooks(profile: str) -> dict[str, str]:
     """{chapter: notebook} of a profile, for the callers that hold only a chapter's parameters;
     empty where the profile cannot be loaded (the models are then found from the parameters alone,
-    :func:`textglauber.schema.model_refs`)."""
+    :func:`textglauber.profile.model_refs`)."""
     try:
         spec = load_profile(profile)
     except ValueError:
@@ -245,53 +222,14 @@ def chapter_notebooks(profile: str) -> dict[str, str]:
     return {ch: entry.get("notebook") for ch, entry in spec["chapters"].items()}
 
 
-def window_problems(profile: str, chapters: list[str]) -> list[str]:
-    """For the pre-flight: windows longer than a chapter's corpus can give, one line each.
-
-    Every length asked of a model that names a corpus (:func:`textglauber.schema.model_refs`: the
-    window-length keys beside it, at any depth) is set against that corpus; the corpora are read
-    (no model is): a window of n tokens needs n tokens in the corpus (texts shorter than n are
-    joined, :func:`textglauber.corpus.windows`), and no tokenizer cuts more tokens from a text than
-    it has UTF-8 bytes, plus one (the space byte-level BPE puts in front). A corpus that cannot be
-    read is left to the availability check."""
-    from . import corpus
-    from .schema import model_refs
-
-    held: dict[str, tuple[int, int] | None] = {}
-    notebooks = chapter_notebooks(profile)
-    out = []
-    for ch in chapters:
-        prm = chapter_parameters(profile, ch)
-        asked = {}
-        for ref in model_refs(notebooks.get(ch), prm):
-            for key, value, n in (ref.lengths if ref.corpus else ()):
-                asked.setdefault((ref.corpus, key), (value, n))
-        for (src, key), (value, n) in asked.items():
-            if src not in held:
-                try:
-                    texts = corpus.texts(src)
-                    held[src] = (sum(len(t.encode("utf-8")) + 1 for t in texts), len(texts))
-                except Exception:       # missing or unreadable: the availability check names it
-                    held[src] = None
-            if held[src] is not None and n > held[src][0]:
-                out.append(f"{where(profile_path(profile))}: chapter {ch!r}: {key} = {value}: a window of {n} "
-                           f"tokens is longer than corpus {src!r} holds (at most {held[src][0]} tokens in its "
-                           f"{held[src][1]} texts)")
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
-    """``python -m textglauber.params PROFILE CHAPTER > p.yaml``: the chapter's papermill parameters,
+    """``python -m textglauber.profile PROFILE CHAPTER > p.yaml``: the chapter's papermill parameters,
     once the whole profile has passed its schema (else one line per problem and exit status 2)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
-        print("usage: python -m textglauber.params PROFILE CHAPTER  (prints papermill parameters as YAML)",
+        print("usage: python -m textglauber.profile PROFILE CHAPTER  (prints papermill parameters as YAML)",
               file=sys.stderr)
         return 2
     spec = validate_or_exit(argv[0], [argv[1]])
     print(yaml.safe_dump(chapter_parameters(argv[0], argv[1], spec=spec), sort_keys=False))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

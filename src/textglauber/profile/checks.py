@@ -1,0 +1,138 @@
+"""The checks of a whole profile, run before anything loads: its top level as written
+(:func:`check_raw`), then its defaults, artifacts and every chapter's parameters as papermill would
+inject them (:func:`profile_problems`); and a chapter's own check of its namespace when its
+notebook runs (:func:`check_chapter`), which returns the values the chapter runs with."""
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+from pathlib import Path
+
+from ..paths import repo_root
+from .chapters import CHAPTERS
+from .entries import Defaults, DerivedProfile, Profile
+from .errors import ProfileError, show, where
+from .messages import problems
+from .notebooks import notebook_parameters, schema_mismatch
+from .values import ARTIFACTS
+
+INJECTED = ("profile", "results_root")  # set by the build for every chapter, never by a profile
+DEFAULT_KEYS = ("seed", "device", "dtype", "on_missing_model")
+
+
+def check_raw(spec, path: Path) -> None:
+    """The top level of one profile file as written (before ``derive``): its keys, their types,
+    ``defaults``, and each chapter's entry (its parameters are checked once the profile is whole)."""
+    at = f"{where(path)}: "
+    if not isinstance(spec, dict):
+        raise ProfileError(f"{at}must hold a mapping (profile, description, defaults, artifacts, chapters)")
+    model = DerivedProfile if "derive" in spec else Profile
+    lines = problems(model, spec, at)
+    if spec.get("profile") is not None and spec.get("profile") != Path(path).stem and not lines:
+        lines.append(f"{at}profile = {show(spec['profile'])}: must be the file's own name {Path(path).stem!r} (or left out)")
+    if lines:
+        raise ProfileError("\n".join(lines))
+
+
+def chapter_problems(spec: dict, chapter: str, path: Path, injected: dict) -> list[str]:
+    """Every problem of one chapter's parameters, as papermill would inject them (``injected``: the
+    profile's parameters for it, :func:`textglauber.profile.chapter_parameters`)."""
+    at = f"{where(path)}" + (f" (derives from {spec['derived_from']!r})" if spec.get("derived_from") else "")
+    at += f": chapter {chapter!r}: "
+    entry = spec["chapters"][chapter]
+    notebook = entry["notebook"]
+    model = CHAPTERS.get(notebook)
+    if model is None:
+        return [f"{at}notebook = {notebook!r}: has no declared parameters (textglauber.profile.CHAPTERS lists "
+                f"{', '.join(CHAPTERS)})"]
+    lines = []
+    mismatch = schema_mismatch(notebook, repo_root())
+    if mismatch:
+        lines.append(f"{at}{mismatch}")
+    given = entry.get("parameters") or {}
+    for key in INJECTED:
+        if key in given:
+            lines.append(f"{at}{key} = {show(given[key])}: set by the build, not by a profile")
+    nb_defaults = {k: v for k, v in notebook_parameters(repo_root() / notebook).items() if k in model.model_fields}
+    merged = {**nb_defaults, **injected}
+    from_profile = set(given) | set(spec.get("defaults") or {})
+
+    def note(key: str) -> str:
+        top = re.split(r"[.\[]", key, maxsplit=1)[0]
+        return "" if top in from_profile or top not in nb_defaults else " (the notebook's default: the profile does not set it)"
+    lines += problems(model, merged, at, noun=f"a parameter of {notebook}", note=note)
+    return lines
+
+
+# what a kernel's namespace holds before a chapter's first cell runs, besides the parameters
+KERNEL_NAMES = ("In", "Out", "exit", "quit", "get_ipython", "open")
+PARAMETER_TYPES = (bool, int, float, str, list, dict, tuple, type(None))   # what papermill injects
+
+
+def unknown_parameters(notebook: str, values: dict) -> list[str]:
+    """Names in a notebook's namespace that look injected (plain data, as papermill writes them)
+    but that its model does not declare: a misspelt parameter (``escpe``), which papermill only
+    warns about and runs with the defaults. Modules, functions and classes a cell imported, and
+    the kernel's own names, are not parameters."""
+    declared = set(CHAPTERS[notebook].model_fields)
+    return sorted(name for name, value in values.items()
+                  if not name.startswith("_") and name not in declared and name not in KERNEL_NAMES
+                  and isinstance(value, PARAMETER_TYPES))
+
+
+def check_chapter(notebook: str, values: dict) -> dict:
+    """A chapter's parameters as its notebook holds them when it runs (``values``: the notebook's
+    namespace, of which the names its model declares are read), checked against that model before
+    anything is computed. The build has checked the same values already; this stops a papermill
+    run outside the build (``-p window 5``) too, and a name it injects that the chapter does not
+    declare (:func:`unknown_parameters`). Raises :class:`ProfileError`, one line per problem.
+
+    Returns the values the chapter runs with: every parameter its model declares, as ``values``
+    gives it (the same objects: a nested mapping keeps its keys, an integer stays an integer, as
+    the manifests record them), and the model's default where ``values`` gives none."""
+    model = CHAPTERS[notebook]
+    given = {name: values[name] for name in model.model_fields if name in values}
+    lines = []
+    for name in unknown_parameters(notebook, values):
+        close = difflib.get_close_matches(name, list(model.model_fields), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        lines.append(f"{notebook}: {name} = {show(values[name])}: not a parameter of {notebook}{hint}; "
+                     f"its parameters: {', '.join(model.model_fields)}")
+    lines += problems(model, given, f"{notebook}: ", noun=f"a parameter of {notebook}")
+    if lines:
+        raise ProfileError("\n".join(lines))
+    return {name: given[name] if name in given else default_of(field) for name, field in model.model_fields.items()}
+
+
+def default_of(field):
+    """A field's declared default, a fresh copy (a list default is not shared between chapters)."""
+    return field.default_factory() if field.default_factory is not None else copy.deepcopy(field.default)
+
+
+def profile_problems(spec: dict, path: Path, injected: dict[str, dict]) -> list[str]:
+    """Every problem of a loaded profile (``spec``, read from ``path``): its defaults, its artifacts and
+    each chapter's parameters (``injected[chapter]``: what papermill would inject). One line each."""
+    at = f"{where(path)}: "
+    lines = []
+    defaults = spec.get("defaults") or {}
+    for key in DEFAULT_KEYS:
+        if key not in defaults:
+            lines.append(f"{at}defaults.{key}: missing (every profile states {', '.join(DEFAULT_KEYS)}; "
+                         "a derived one may take them from its base)")
+    lines += problems(Defaults, defaults, f"{at}defaults.")
+    lines += artifact_problems(spec.get("artifacts") or [], at)
+    for chapter in spec["chapters"]:
+        lines += chapter_problems(spec, chapter, path, injected[chapter])
+    return lines
+
+
+def artifact_problems(names: list[str], at: str) -> list[str]:
+    known = ARTIFACTS
+    out = []
+    for k, name in enumerate(names):
+        if name not in known:
+            close = difflib.get_close_matches(str(name), known, n=1)
+            out.append(f"{at}artifacts[{k}] = {show(name)}: not an artifact"
+                       + (f" (did you mean {close[0]!r}?)" if close else "") + f"; known: {', '.join(known)}")
+    return out

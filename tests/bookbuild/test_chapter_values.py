@@ -1,0 +1,63 @@
+"""What a chapter runs with is what its check returns (issue 53, item 2): every parameter of the
+chapter, each as the profile injects it (same value, same type, a mapping with the same keys, so
+the manifests record the parameters as before) and the schema's default where nothing gives one."""
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from textglauber import profile as P
+from textglauber.profile.values import Int, ListOf
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def same(a, b) -> bool:
+    """Equal, and of the same type at every depth (1 is not 1.0, a tuple is not a list)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@pytest.mark.parametrize("profile", P.profiles())
+def test_a_chapter_runs_with_what_the_profile_injects(profile):
+    spec = P.load_profile(profile)
+    for chapter, entry in spec["chapters"].items():
+        notebook = entry["notebook"]
+        model = P.CHAPTERS[notebook]
+        injected = P.chapter_parameters(profile, chapter, spec=spec)
+        cell = P.notebook_parameters(ROOT / notebook)
+        namespace = {**cell, **injected}                # the notebook's namespace once papermill ran its cells
+        got = P.check_chapter(notebook, namespace)
+        assert list(got) == list(model.model_fields), chapter
+        for key, value in injected.items():
+            assert same(got[key], value), (profile, chapter, key, got[key], value)
+            assert got[key] is value, (profile, chapter, key)          # passed on, not rebuilt
+        for key in set(model.model_fields) - set(injected):
+            field = model.model_fields[key]
+            expected = cell[key] if key in cell else field.default
+            assert same(got[key], expected), (profile, chapter, key)
+
+
+def test_a_parameter_nothing_gives_takes_the_schemas_default(monkeypatch):
+    """A declared default fills a parameter neither the profile nor the notebook gives, a fresh copy
+    each time; a value given keeps its own type and keys."""
+    class WithDefaults(P.Chapter):
+        noun: ClassVar[str] = "a parameter of this chapter"
+        count: Int(ge=0) = 24
+        sizes: ListOf(Int(ge=1), "integers >= 1") = [1, 2]
+
+    notebook = "book/99_defaults.ipynb"
+    monkeypatch.setitem(P.CHAPTERS, notebook, WithDefaults)
+    base = {"profile": "smoke", "results_root": "/tmp/r", "seed": 0, "device": "auto", "dtype": "auto",
+            "on_missing_model": "skip"}
+    got = P.check_chapter(notebook, base)
+    assert same(got, {**base, "count": 24, "sizes": [1, 2]})
+    got["sizes"].append(3)
+    assert P.check_chapter(notebook, base)["sizes"] == [1, 2]
+    given = P.check_chapter(notebook, {**base, "count": 7})
+    assert same(given["count"], 7)

@@ -1,0 +1,189 @@
+"""The work a chapter's parameters ask for, in rows of the MiniLM shape at n = 20: one count per
+chapter of its loops (see the notebooks), with the typical rows of the steps that have no fixed count."""
+from __future__ import annotations
+
+from .costs import MINILM_SHAPE, REF_ROW, ROW_FLOOR, layer_cost, model_cost, step_cost
+
+COUPLING_SHARE = 0.7   # share of the coupling budget's upper bound 2 pairs temps sum(budget) that pairs score:
+                       # with budgets in sweeps most slow cells run to the end, and the offline build of
+                       # 2026-11-25 scored 227,114 of 313,344 rows (0.72); 0.2 made its plan say 6 min for 85
+EXACT_STEP = 2e-4      # one step of a chain on an enumerated kernel, in rows (a lookup and a draw)
+ESCAPE_ROWS = 5        # rows a chain of the escape section has scored, typically: the offline build of 554dc89
+                       # scored 23,658 rows for its cells' 4,050 chains (5.8 a chain; rows are shared between
+                       # the cells of a model), in 12,956 events, superbasin exits and jumps
+SEARCH_ROWS = 80       # rows a quasi-potential search scores per site of its trap, typically: rxnfp's BERT at n = 20
+                       # scored 7 to 1,626 rows for k = 1 to 5 (quasipotential.barrier, measured 2026-11-28)
+FIND_SWEEPS = 4        # sweeps of coordinate ascent from a random start to a fixed point, typically
+ESCAPE_CHAIN = 5.0     # a chain's own bookkeeping in row units (events, superbasin tables): the offline section of
+                       # 554dc89 took 182 s for those 4,050 chains and its exactness check's 14,400 (400 a case)
+
+
+def _items(value) -> list:
+    return value if isinstance(value, list) else [value] if value else []
+
+
+def _name(item) -> str:
+    return item.get("name", "") if isinstance(item, dict) else str(item or "")
+
+
+def _embedder_cost(item, n: int) -> float:
+    """The cost of embedding one state with a chapter's embedder (``self``: the model's own
+    input embeddings, nearly free)."""
+    emb = item.get("embedder", "self") if isinstance(item, dict) else "self"
+    return 0.0 if emb == "self" else model_cost(emb, n, head=False)
+
+
+def _training_checkpoints(run: str, n: int) -> float:
+    """The rows that scoring a fixed set of rectangles with every checkpoint of a training run costs
+    per rectangle (incompatibility along training)."""
+    try:
+        from ...train_mlm import PRESETS
+    except ImportError:
+        return 0.0
+    preset = PRESETS.get(run)
+    if preset is None:
+        return 0.0
+    total = 0.0
+    for start in preset.starts:
+        shape = MINILM_SHAPE if start == "minilm" else (preset.scratch["layers"], preset.scratch["hidden"],
+                                                   4 * preset.scratch["hidden"], MINILM_SHAPE[3], 2)
+        if run == "tiny":
+            row = ROW_FLOOR
+        else:
+            row = max(ROW_FLOOR, (layer_cost(shape, n + 2) + shape[1] * shape[3]) / REF_ROW)
+        total += preset.checkpoints * 4 * row
+    return total
+
+
+def _incompatibility_work(p: dict) -> float:
+    n, R = int(p["seq_len"]), int(p["n_rectangles"])
+    K, G = int(p.get("grid_k", 0) or 0), int(p.get("n_grids", 0) or 0)
+    work = sum((6 * R + 2 * K * K * G) * model_cost(_name(m), n) for m in _items(p.get("mlms")))
+    if p.get("training_run"):
+        work += R * _training_checkpoints(str(p["training_run"]), n)
+    ctl = p.get("control")
+    if isinstance(ctl, dict) and ctl.get("name"):
+        rects = int(ctl.get("rectangles", R))
+        work += rects * int(ctl.get("candidates", 16)) * 4 * model_cost(ctl["name"], n, causal=True)
+    return work
+
+
+def _bounds_work(p: dict) -> float:
+    n, q = int(p["seq_len"]), 1 + int(p["top_k"]) + int(p["extra"])
+    per = (int(p["n_contexts"]) * n * (q * (n - 1) + 1)
+           + int(p["drift_states"]) * n * len(_items(p.get("drift_temperatures"))))
+    return sum(per * model_cost(_name(m), n) for m in _items(p.get("mlms")))
+
+
+PHASE_CELL = 0.01   # a phase cell's linear algebra per state, in rows (about 1 ms a state at 4096 states)
+
+
+def _crossover_work(p: dict) -> float:
+    m = p["model"]
+    name = _name(m)
+    work = 0.0
+    for n in p["lengths"]:
+        steps = int(p["sweeps"]) * n if "sweeps" in p else int(p["steps"])
+        per_step = step_cost(name, n) + _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
+        work += int(p["trials"]) * len(p["drift_temperatures"]) * steps * per_step
+    for n in p.get("coupling_lengths") or p["lengths"]:
+        budget = int(p["budget_sweeps"]) * n if "budget_sweeps" in p else int(p["budget"])
+        work += (COUPLING_SHARE * 2 * int(p["pairs"]) * len(p["coupling_temperatures"]) * budget
+                 * step_cost(name, n))
+    return work + _phase_work(p.get("phase") or {})
+
+
+def _phase_work(ph: dict) -> float:
+    """The exact phase section: per model, both designs score n 2^(n-1) rows at every n from
+    ``min_n`` to ``max_n`` (the calibration's n once more), and each (n, T) cell's linear algebra
+    costs about :data:`PHASE_CELL` rows per state (eigenvalues, the stationary law, the powers for
+    t_mix up to ``tmix_max_states``)."""
+    work = 0.0
+    for m in _items(ph.get("models")):
+        ns = list(range(int(ph.get("min_n", 3)), int(m["max_n"]) + 1)) + [int(ph.get("calibration_n", 0))]
+        work += sum(2 * n * 2 ** (n - 1) * model_cost(_name(m), n) for n in ns if n >= 2)
+        work += sum(2 * len(ph.get("temperatures", [])) * PHASE_CELL * 2 ** n for n in ns if n >= 2)
+    return work
+
+
+def _escape_work(e: dict) -> float:
+    """Chapter 5's escape section: per model, trap, distance and temperature, ``chains`` chains
+    that score about :data:`ESCAPE_ROWS` rows each, each trap's quasi-potential searches
+    (:data:`SEARCH_ROWS`) and its chains at the preprint's temperature, plus the exactness check's
+    enumerated kernels and its chains (twice for k >= 2: the capped run), each chain with its own
+    bookkeeping (:data:`ESCAPE_CHAIN`), and the growth section (:func:`_growth_work`). ``max_moves``
+    is only the ceiling of a chain's events, far above what the superbasin makes them take."""
+    n, ks = int(e["seq_len"]), _items(e.get("distances"))
+    cells = int(e["traps"]) * (len(ks) * int(e["temperatures"]) + 1)
+    work = sum(cells * int(e["chains"]) * (ESCAPE_ROWS * model_cost(_name(m), n) + ESCAPE_CHAIN)
+               + int(e["traps"]) * len(ks) * SEARCH_ROWS * n * model_cost(_name(m), n)
+               for m in _items(e.get("models")))
+    dists = _items(e.get("exact_distances"))
+    cases = len(_items(e.get("exact_temperatures"))) * (len(dists) + sum(int(d) >= 2 for d in dists))
+    for m in _items(e.get("exact_models")):
+        k, nx = len(m["tokens"]), int(m["n"])
+        work += k ** nx * nx * model_cost(_name(m), nx) + cases * int(e["exact_chains"]) * ESCAPE_CHAIN
+    return work + (_growth_work(e["growth"], e) if e.get("growth") else 0.0)
+
+
+def _growth_work(g: dict, e: dict) -> float:
+    """Per model and length: coordinate ascent from 2 x ``traps`` random starts (:data:`FIND_SWEEPS`
+    sweeps of n rows), a search of at most ``max_states`` states (n rows each, :data:`SEARCH_ROWS`
+    per site typically), and the chains at the check lengths."""
+    work = 0.0
+    for m in _items(g.get("models")):
+        for n in _items(g.get("lengths")):
+            n = int(n)
+            rows = 2 * int(g["traps"]) * FIND_SWEEPS * n + min(int(g["max_states"]), SEARCH_ROWS) * n
+            work += rows * model_cost(_name(m), n)
+            if n in _items(g.get("check_lengths")):
+                work += int(g["chains"]) * (ESCAPE_ROWS * model_cost(_name(m), n) + ESCAPE_CHAIN)
+    return work
+
+
+def _traps_work(p: dict) -> float:
+    m, n = p["model"], int(p["seq_len"])
+    per_step = step_cost(_name(m), n) + _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
+    return int(p["chains"]) * int(p["steps"]) * per_step + (_escape_work(p["escape"]) if p.get("escape") else 0.0)
+
+
+def _basins_work(p: dict) -> float:
+    n, steps = int(p["seq_len"]), int(p["steps"])
+    topics = len(p.get("seed_topics") or range(5))
+    chains = topics * int(p["seeds_per_topic"]) * int(p["chains_per_seed"]) + int(p.get("null_chains", 0) or 0)
+    mlms = [_name(m) for m in _items(p.get("mlms"))]
+    scorer = str(p.get("topic_scorer", "")).partition(":")[2] or "package:all-MiniLM-L6-v2"
+    records = steps / max(1, int(p.get("score_every", 1)))
+    work = sum(chains * (steps * step_cost(m, n) + records * model_cost(scorer, n, head=False)) for m in mlms)
+    if mlms:
+        prefix = int(p.get("prefix_chains", 0))
+        work += prefix * (steps * step_cost(mlms[0], n + 6) + model_cost(scorer, n + 6, head=False))
+    return work
+
+
+def _ground_truth_work(p: dict) -> float:
+    temps = len(_items(p.get("temperatures")))
+    work = 0.0
+    for m in _items(p.get("models_")):
+        n, k = int(m["n"]), len(m["tokens"])
+        work += k ** n * n * model_cost(_name(m), n)                 # the enumerated conditionals
+        work += temps * (int(p["pairs"]) + int(p["chains"])) * int(p["budget"]) * EXACT_STEP
+        work += temps * int(p["rectangles"]) * 4 * EXACT_STEP
+        hold = p.get("holding") or {}
+        if hold:                                  # chains timed out of the deepest states, by jumps
+            work += (len(_items(hold.get("temperatures"))) * int(hold.get("deepest", 0)) * int(hold.get("chains", 0))
+                     * ESCAPE_CHAIN)
+    return work
+
+
+_WORK = {"incompatibility": _incompatibility_work, "bounds": _bounds_work, "crossover": _crossover_work,
+         "traps": _traps_work, "basins": _basins_work, "ground_truth": _ground_truth_work}
+
+
+def chapter_work(chapter: str, prm: dict) -> float | None:
+    """The encoder work a chapter's parameters ask for, in rows of the MiniLM shape at n = 20
+    (:func:`model_cost`); None for a chapter with no count (its time is ``FIXED_S``). Each term
+    is a count of the chapter's loops (see the notebooks); constants that are the same at every
+    size are left to the calibration."""
+    count = _WORK.get(chapter)
+    return None if count is None else count(prm)

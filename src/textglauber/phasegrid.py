@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from . import corpus, phase
+from .profile import PhaseModel
 
 CALIBRATION_BUDGET = 20          # coupling runs for at most this many times the exact t_mix ...
 CALIBRATION_MAX_STEPS = 200_000  # ... and at most this many steps (numpy steps, every pair at once)
@@ -39,7 +40,8 @@ def designs(lm, spec: dict, p: dict, seed: int) -> list[tuple[str, object, dict]
     a, b = (vocabulary.single_token(lm.tokenizer, t) for t in spec["pair"])
     glob = {n: phase.global_pairs(a, b, n) for n in ns}
     full = models.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(
-        lm.tokenizer, whole_words=spec.get("whole_words", False), alphabetic=spec.get("alphabetic", False)))
+        lm.tokenizer, whole_words=spec.get("whole_words", PhaseModel.default_of("whole_words")),
+        alphabetic=spec.get("alphabetic", PhaseModel.default_of("alphabetic"))))
     text = corpus.windows(lm.tokenizer, spec["corpus"], int(spec["max_n"]), 1, seed, vocab=full.vocab)[0]
     pas = {n: phase.passage_pairs(full, text[:n].numpy()) for n in ns}
     return [("global", phase.design_scorer(lm, glob.values()), glob),

@@ -27,6 +27,7 @@ import torch
 
 from .models import CausalLMScorer
 from . import reported, vocabulary
+from .profile import Control, IncompatibilityModel
 from .vocabulary import AllowedVocab
 
 COLUMNS = ["model", "kind", "seq_id", "base", "i", "j", "a", "b", "a_prime", "b_prime", "temperature",
@@ -320,9 +321,9 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
 
     ``model`` is a dict with ``name``, ``kind`` ("mlm" or "causal"), ``corpus`` and optionally
     ``whole_words`` and ``rectangles`` (a per-model count that overrides ``count``). A causal
-    model is the joint-model control: its conditionals over the ``candidates`` (default 24)
-    most frequent tokens of its corpus (:class:`JointConditionals`) go through the same
-    sampling and scoring as a masked LM's; with ``noise`` > 0 the same rectangles are scored
+    model is the joint-model control: its conditionals over the ``candidates`` most frequent tokens
+    of its corpus (:class:`JointConditionals`; the default count is :class:`textglauber.profile.Control`'s)
+    go through the same sampling and scoring as a masked LM's; with ``noise`` > 0 the same rectangles are scored
     again with that much fixed noise on every conditional (:class:`PerturbedScorer`, kind
     "perturbed"), a copy of the control that must fail. ``texts_of`` names the masked LM whose
     texts the control's windows are cut from (:func:`control_passages`). Returns (rectangles DataFrame with
@@ -332,21 +333,21 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
 
     if temperature <= 0:
         raise ValueError("temperature must be positive")
-    kind = model.get("kind", "mlm")
+    kind = model.get("kind", IncompatibilityModel.default_of("kind"))
     count = int(model.get("rectangles", count))
     seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
     grids, extra = None, {}
     if kind == "causal":
         lm = models.load(model["name"], kind=kind, device=device, dtype=dtype)
         _check_length(lm, n)
-        vocab = candidate_vocab(lm.tokenizer, model["corpus"], int(model.get("candidates", 24)))
+        vocab = candidate_vocab(lm.tokenizer, model["corpus"], int(model.get("candidates", Control.default_of("candidates"))))
         scorer = JointConditionals(CausalLMScorer(lm), vocab)
         text_from = models.tokenizer(texts_of) if texts_of else None
         passages = control_passages(vocab, lm.tokenizer, model["corpus"], n, count, seed, text_from=text_from)
         rects = sample(scorer, passages, count, gen, top_k=top_k)
         df = score_mlm(scorer, rects, temperature=temperature)
         df.insert(0, "kind", kind)
-        noise = float(model.get("noise", 0.0))
+        noise = float(model.get("noise", Control.default_of("noise")))
         if noise > 0:
             noisy = score_mlm(PerturbedScorer(scorer, noise, seed=seed), rects, temperature=temperature)
             noisy.insert(0, "kind", "perturbed")
@@ -406,7 +407,7 @@ def run_models(specs: list[dict], *, n: int, count: int, top_k: int, temperature
     frames, grids, described, notes = [], [], [], []
     for spec in specs:
         extra = {}
-        if spec.get("kind", "mlm") == "causal":     # the control reads the texts of a masked LM on its corpus
+        if spec.get("kind") == "causal":     # the control reads the texts of a masked LM on its corpus
             extra["texts_of"] = next((d["name"] for d in described
                                       if d.get("kind") == "mlm" and d.get("corpus") == spec["corpus"]), None)
         out = or_skip(on_missing_model, notes, spec["name"], experiment, spec, n=n, count=count, top_k=top_k,

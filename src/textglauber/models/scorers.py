@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from ..device import SCORE_DTYPE
+from ..profile import ModelSpec
 from ..vocabulary import AllowedVocab, allowed_vocabulary
 from .loading import LoadedModel, load
 
@@ -240,8 +241,10 @@ def open_mlm(spec: dict, device: str | None = "auto", dtype: str | None = "auto"
     allowed vocabulary."""
     lm = load(spec["name"], kind="mlm", device=device, dtype=dtype)
     try:
-        vocab = allowed_vocabulary(lm.tokenizer, whole_words=spec.get("whole_words", False),
-                                   alphabetic=spec.get("alphabetic", False), tokens=spec.get("tokens"))
+        vocab = allowed_vocabulary(lm.tokenizer,
+                                   whole_words=spec.get("whole_words", ModelSpec.default_of("whole_words")),
+                                   alphabetic=spec.get("alphabetic", ModelSpec.default_of("alphabetic")),
+                                   tokens=spec.get("tokens", ModelSpec.default_of("tokens")))
     except ValueError as exc:          # name the model: a chapter may open several
         raise ValueError(f"model {spec['name']!r}: {exc} (its allowed tokens must be tokens of its own vocabulary; "
                          "the build's pre-flight names the parameter that lists them)") from None

@@ -43,7 +43,7 @@ from .chapters import CHAPTERS, Chapter, Cost, Escape, Phase, Traps, seed_topics
 from .checks import (DEFAULT_KEYS, INJECTED, artifact_problems, chapter_problems, check_chapter, check_raw,
                      profile_problems, unknown_parameters)
 from .entries import (BoundsModel, Closed, Control, EmbeddedModel, ExactModel, IncompatibilityModel, ModelEntry,
-                      ModelSpec, relation)
+                      ModelSpec, PhaseModel, relation)
 from .errors import NAME_RE, ProfileError, show, where
 from .loader import (build_order, chapter_notebooks, chapter_parameters, check_profile, derive, load_profile, main,
                      params_dir, profile_path, profiles, validate_or_exit)

@@ -4,7 +4,6 @@ inject them (:func:`profile_problems`); and a chapter's own check of its namespa
 notebook runs (:func:`check_chapter`), which returns the values the chapter runs with."""
 from __future__ import annotations
 
-import copy
 import difflib
 import re
 from pathlib import Path
@@ -102,12 +101,7 @@ def check_chapter(notebook: str, values: dict) -> dict:
     lines += problems(model, given, f"{notebook}: ", noun=f"a parameter of {notebook}")
     if lines:
         raise ProfileError("\n".join(lines))
-    return {name: given[name] if name in given else default_of(field) for name, field in model.model_fields.items()}
-
-
-def default_of(field):
-    """A field's declared default, a fresh copy (a list default is not shared between chapters)."""
-    return field.default_factory() if field.default_factory is not None else copy.deepcopy(field.default)
+    return {name: given[name] if name in given else model.default_of(name) for name in model.model_fields}
 
 
 def profile_problems(spec: dict, path: Path, injected: dict[str, dict]) -> list[str]:

@@ -3,6 +3,7 @@ model entries a chapter's parameters hold (a masked LM, the causal control, an e
 model): every one closed to keys it does not declare."""
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
@@ -20,6 +21,14 @@ class Closed(BaseModel):
     """Unknown keys refused, types taken as written."""
     model_config = ConfigDict(extra="forbid", strict=True)
     noun: ClassVar[str] = "a key here"
+
+    @classmethod
+    def default_of(cls, key: str):
+        """The default declared for ``key``: what a value that leaves it out runs with (a fresh copy,
+        so a list default is never shared). Code that reads a parameter a profile may leave out
+        takes its default from here; the schema is its one home."""
+        field = cls.model_fields[key]
+        return field.default_factory() if field.default_factory is not None else copy.deepcopy(field.default)
 
 
 def relation(key: str, value, text: str) -> PydanticCustomError:

@@ -136,7 +136,10 @@ def test_headlines_are_read_from_the_results(root):
     assert "A one-range fit" in c["crossover"]
     assert ("within 5 n ln n steps, budgets of 40 sweeps), as bootstrap ranges from n = 4 to n = 8: the ranges at the "
             "shortest and the longest length overlap") in c["crossover"]
-    assert c["crossover"].startswith("Computed exactly on two-token chains")
+    # the row opens with the exact verdict in one sentence; the exact headline is the first detail
+    assert c["crossover"].startswith("Exact two-token chains of m-one, n = 3 to 5: t_rel is linear in n (within 3x) "
+                                     "when hot in 1 of 1 cases, and exponential, swinging or unresolved at some colder "
+                                     "temperature in 1 of 1.detailsComputed exactly on two-token chains")
     assert "for m-one at n = 3 to 5" in c["crossover"] and "linearly in n (t_rel/n within 3x) at the hottest " \
         "temperatures in 1 of 1" in c["crossover"]
     assert "mean politics score over the 2 seed topics 0.020 at step 0 and 0.150 at step 600" in c["basins"]
@@ -217,7 +220,7 @@ def test_the_cost_line_reads_this_builds_benchmarks(root):
 
 def test_the_preprint_column_lists_only_the_targets_that_stand():
     """The 2x target where the no-op share is 0.9 or more is retired; the bound that holds there is said."""
-    p = text(findings.cost_preprint())
+    p = text(findings.HEADLINES["cost"].preprint())
     assert "2x" not in p and "0.9 or more" not in p
     assert "20x plain on a perfect trap and 0.95x at T = 2" in p
     assert "distinct (state, site) rows" in p
@@ -249,3 +252,17 @@ def test_the_traps_line_carries_escape_against_length(root):
     assert "V_k against length. m-one: n = 8: 2, n = 16: 4.1, n = 24: at least 5.5" in line
     assert "scored 40 to 5000 rows" in line and "from n = 8 to 16 the exponent goes from 2 to 4.1" in line
     assert f"a change of {np.log(30.0):.2f} in its log, where the exponents predict 4.20" in line
+
+
+def test_each_row_opens_with_a_short_verdict_and_folds_its_details(root):
+    """The page scans in a minute: every chapter's cell is one sentence of at most 40 words, and the
+    rest sits in a <details> element under it; a row with nothing more has no fold."""
+    import html as _html
+
+    for r in findings.collect(root, PROFILE).rows:
+        verdict, _, details = r["this run"].partition("<details>")
+        words = _html.unescape(text(verdict)).split()
+        assert 0 < len(words) <= 40, (r["chapter"], verdict)
+        assert (details == "") == (r["chapter"] == "cost"), r["chapter"]
+        if details:
+            assert details.startswith("<summary>details</summary>") and details.endswith("</details>")

@@ -26,6 +26,7 @@ import yaml
 from textglauber import engine, results, standins, train_mlm
 from textglauber.bench import cache as bench_cache
 from textglauber.bookbuild import artifacts, cli, findings
+from textglauber.pages import reading
 from textglauber.bookbuild import execute as build_execute
 from textglauber.bookbuild import locks as L
 from textglauber.bookbuild import stamps as C
@@ -138,9 +139,9 @@ def _chapter(root: Path, chapter: str, tables: list[str], listed: list[str] | No
 def test_findings_read_only_listed_tables_of_finished_runs(tmp_path):
     root, stamps = tmp_path / "results", tmp_path / "stamps"
     gt = _chapter(root, "ground_truth", ["ground_truth"], listed=[])      # written, not listed
-    assert findings._table(gt, "ground_truth") is None
+    assert reading.table(gt, "ground_truth") is None
     results.write_manifest(gt, parameters={}, models=[], seed=0, tables=["ground_truth"])
-    assert len(findings._table(gt, "ground_truth")) == 1
+    assert len(reading.table(gt, "ground_truth")) == 1
     _chapter(root, "bounds", ["alpha"], listed=None)                       # no manifest: did not finish
     assert findings.unfinished(root / PROFILE / "bounds", None)
     assert not findings.unfinished(root / PROFILE / "cost", None)          # writes no folder of its own
@@ -157,7 +158,7 @@ def test_findings_read_only_listed_tables_of_finished_runs(tmp_path):
     f = findings.collect(root, PROFILE, stamps=stamps)
     assert {r["chapter"]: r["this run"] for r in f.rows}["ground_truth"].startswith("Not read:")   # not its stamp's
     assert f.models == [] and f.commits == {}
-    assert findings._table(gt, "ground_truth") is not None              # outside collect, as before
+    assert reading.table(gt, "ground_truth") is not None              # outside collect, as before
 
 
 def test_stamps_and_readers_keys_leave_out_unlisted_tables(tmp_path):

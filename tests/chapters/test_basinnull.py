@@ -161,7 +161,7 @@ def test_the_page_says_each_verdict_and_the_findings_line_carries_it(tmp_path):
     import json
 
     from textglauber import results
-    from textglauber.bookbuild import findings
+    from textglauber.pages import basins as basins_page
     from textglauber.pages import basins as page
 
     said = {}
@@ -180,6 +180,6 @@ def test_the_page_says_each_verdict_and_the_findings_line_carries_it(tmp_path):
     results.write_table(pd.DataFrame({"model": "stand-in", "chain": range(2), "crossed_up": [True, False],
                                       "kind": "topic"}), tmp_path, "recurrence")
     results.write_table(said["planted"][1], tmp_path, "basin_contrast")
-    assert "Among the labels, politics beats every other label (3)" in findings.basins(tmp_path, tmp_path, "x")
+    assert "Among the labels, politics beats every other label (3)" in basins_page.headline(tmp_path, tmp_path, "x").text()
     results.write_table(said["flat"][1], tmp_path, "basin_contrast")
-    assert "Among the labels, politics is not special" in findings.basins(tmp_path, tmp_path, "x")
+    assert "Among the labels, politics is not special" in basins_page.headline(tmp_path, tmp_path, "x").text()

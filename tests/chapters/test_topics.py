@@ -318,7 +318,7 @@ def test_findings_line_says_whether_the_recurrence_exceeds_the_null(tmp_path):
     import json
 
     from textglauber import results
-    from textglauber.bookbuild import findings
+    from textglauber.pages import basins as basins_page
 
     (tmp_path / "manifest.json").write_text(json.dumps({"parameters": {
         "basin_label": "politics", "labels": ["politics"] + [f"l{k}" for k in range(10)], "steps": 600,
@@ -327,7 +327,7 @@ def test_findings_line_says_whether_the_recurrence_exceeds_the_null(tmp_path):
                         tmp_path, "summary")
     results.write_table(pd.DataFrame({"model": "m", "chain": range(6), "crossed_up": [True, True, True, False, True, False],
                                       "kind": ["topic"] * 4 + ["random", "shuffled"]}), tmp_path, "recurrence")
-    line = findings.basins(tmp_path, tmp_path, "x")
+    line = basins_page.headline(tmp_path, tmp_path, "x").text()
     assert "3 of 4 chains crossed the politics baseline (1/11) upward; no null model ran." in line
     rows = pd.DataFrame({"model": "m", "against": ["shuffled + random", "random"], "statistic": "crossing share",
                          "n topic": 4, "n null": [2, 1], "count topic": 3, "count null": [1, 1], "p": [0.5, 0.7],
@@ -335,11 +335,11 @@ def test_findings_line_says_whether_the_recurrence_exceeds_the_null(tmp_path):
     results.write_table(rows, tmp_path, "recurrence_null")
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "tables": [*manifest["tables"], "recurrence_null"]}))
-    line = findings.basins(tmp_path, tmp_path, "x")
+    line = basins_page.headline(tmp_path, tmp_path, "x").text()
     assert "3 of 4 topic-seeded chains against 1 of 2 chains from seeds with no topic" in line
     assert "p = 0.5): the recurrence does not exceed the null model's." in line
     results.write_table(rows.assign(p=[0.01, 0.2], exceeds=[True, False]), tmp_path, "recurrence_null")
-    assert "p = 0.01): the recurrence exceeds the null model's." in findings.basins(tmp_path, tmp_path, "x")
+    assert "p = 0.01): the recurrence exceeds the null model's." in basins_page.headline(tmp_path, tmp_path, "x").text()
 
 
 @pytest.mark.parametrize("filters", [{"whole_words": True}, {"alphabetic": True}])

@@ -1,5 +1,5 @@
 """The benchmark's tables read back, for the cost appendix (``book/90_cost.ipynb``) and its
-headline (:func:`textglauber.bookbuild.findings.cost`): the runs' records, the throughput tables
+headline (:func:`textglauber.pages.cost.headline`): the runs' records, the throughput tables
 combined per device, the engine's table and the targets they decide, the finished metastable
 tables with their speed-ups, trap depths and coverage of the full grid, and what each chapter's
 work would take."""

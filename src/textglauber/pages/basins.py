@@ -1,10 +1,17 @@
-"""Chapter 4's sentences on the null that can fail both ways (:mod:`textglauber.basinnull`)."""
+"""Chapter 4's page text: the sentences on the null that can fail both ways
+(:mod:`textglauber.basinnull`) and the chapter's row on the findings page (:func:`headline`)."""
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pandas as pd
 
+from .. import reported
 from ..basinnull import Special, special
 from ..topics import format_p
+from . import Headline
+from .reading import esc, manifest, nowrap, table
 
 
 def special_clause(contrast: pd.DataFrame, model: str, basin_label: str, *, alpha: float) -> str:
@@ -58,3 +65,57 @@ def matched_paragraph(matched: pd.DataFrame, model: str, basin_label: str, *, al
                if c.exceeds or l.exceeds else
                "**At the same start, the seed's topic makes no detectable difference**: this speaks to whether the "
                "seed matters, not to whether a basin exists, which is the label contrast's question."))
+
+
+# ------------------------------------------------------------------------- the findings page's row
+def headline(folder: Path, root: Path, profile: str) -> Headline | None:
+    """The first model's topic-seeded chains: how many crossed the basin label's baseline, against
+    the null chains' share, and whether the label is special among the labels."""
+    m, summ, rec = manifest(folder), table(folder, "summary"), table(folder, "recurrence")
+    if m is None or summ is None or rec is None:
+        return None
+    p = m["parameters"]
+    label, labels, steps = p["basin_label"], p["labels"], int(p["steps"])
+    first = rec.model.iloc[0]
+    r0 = rec[rec.model == first]
+    if "kind" in r0:                                  # null chains ran beside the topic-seeded ones
+        r0 = r0[r0.kind == "topic"]
+    crossed = (f"{int(r0.crossed_up.sum())} of {len(r0)} chains crossed the {esc(label)} baseline (1/{len(labels)}) "
+               "upward")
+    text = (f"{nowrap(first)}: mean {esc(label)} score over the {len(summ)} seed topics "
+            f"{summ[f'{label} at 0'].mean():.3f} at step 0 and {summ[f'{label} at end'].mean():.3f} at step {steps:,}; "
+            + crossed)
+    verdict = f"{nowrap(first)}: {crossed}"
+    null = table(folder, "recurrence_null")
+    c = None if null is None else null[(null.model == first) & (null.statistic == "crossing share")].reset_index(drop=True)
+    special_text = special_sentence(folder, first, label, p)
+    if c is None or not len(c):
+        return Headline(verdict + "; no null model ran.", text + "; no null model ran." + special_text)
+    c = c.loc[c.against.str.count(" \\+ ").idxmax()]         # the pooled null: every kind of null seed
+    kinds = c.against.split(" + ")
+    share = (f"{int(c['count topic'])} of {int(c['n topic'])} topic-seeded chains against {int(c['count null'])} of "
+             f"{int(c['n null'])} chains from seeds with no topic ({esc(' and '.join(kinds))})")
+    if not np.isfinite(c.p):
+        return Headline(verdict + "; not comparable with the null.",
+                        text + f". Among chains starting at or below the baseline, {share}: not comparable." + special_text)
+    word = "exceeds" if c.exceeds else "does not exceed"
+    return Headline(f"{verdict}; the recurrence {word} the null model's (Fisher p = {c.p:.2g}).",
+                    text + f". Among chains starting at or below the baseline, {share} crossed (one-sided Fisher "
+                    f"p = {c.p:.2g}): the recurrence {word} the null model's." + special_text)
+
+
+def special_sentence(folder: Path, model: str, label: str, p: dict) -> str:
+    """Whether the basin label leads every other label (the null that can fail both ways)."""
+    contrast = table(folder, "basin_contrast")
+    if contrast is None or not (contrast.model == model).any():
+        return ""
+    return " Among the labels, " + esc(special_clause(contrast, model, label, alpha=float(p["null_alpha"]))) + "."
+
+
+def preprint() -> str:
+    start = np.mean([a for a, _ in reported.BASINS_POLITICS.values()])
+    end = np.mean([b for _, b in reported.BASINS_POLITICS.values()])
+    up, n = reported.BASINS_CROSSING
+    return (f"{nowrap('bert-base-uncased')}: mean politics score over the {len(reported.BASINS_POLITICS)} seed topics "
+            f"{start:.3f} at step 0 and {end:.3f} at step 10,000; {up} of {n} chains crossed the politics baseline; "
+            "no null model is given for this count.")

@@ -96,7 +96,7 @@ def test_control_edges_equal_sequence_log_probability_differences(tiny_causal, c
     sc, rects = control
     df = rectangle.score_mlm(sc, rects)
     causal = models.CausalLMScorer(tiny_causal)
-    x11 = rectangle._with(rectangle._with(rects.base, rects.i, rects.a_prime), rects.j, rects.b_prime)
+    x11 = rectangle.statistic._with(rectangle.statistic._with(rects.base, rects.i, rects.a_prime), rects.j, rects.b_prime)
     direct = (causal.sequence_logprob(x11) - causal.sequence_logprob(rects.base)).numpy()
     np.testing.assert_allclose(df.path1, direct, atol=1e-4)
     np.testing.assert_allclose(df.path2, direct, atol=1e-4)
@@ -136,7 +136,7 @@ def test_perturbation_is_a_fixed_function_of_the_context(control):
     sc, rects = control
     pert = rectangle.PerturbedScorer(sc, 1.0, seed=2)
     x, s = rects.base[:5], rects.i[:5]
-    y = rectangle._with(x, s, rects.a_prime[:5])                 # same context, other token at the site
+    y = rectangle.statistic._with(x, s, rects.a_prime[:5])                 # same context, other token at the site
     torch.testing.assert_close(pert.noise(x, s), pert.noise(y, s))
     assert not torch.allclose(pert.noise(x, s), pert.noise(x, rects.j[:5]))
     assert not torch.allclose(pert.noise(x, s), rectangle.PerturbedScorer(sc, 1.0, seed=3).noise(x, s))
@@ -183,7 +183,7 @@ def test_grid_reduces_to_rectangle_and_vanishes_on_a_joint(tiny_mlm, full_scorer
     sc = exact.JointScorer(np.arange(k), n, random_joint(k, n, seed=1))
     gj = rectangle.grid(sc, torch.tensor([0, 1, 2]), 0, 2, [0, 1, 2, 3], [2, 3, 0, 1])
     assert gj["mean_R"] < 1e-9 and gj["misfit"] < 1e-9
-    gm = rectangle.grid(full_scorer, x, i, j, *[rectangle._grid_tokens(full_scorer, x, s, 4, torch.Generator().manual_seed(0), 20) for s in (i, j)])
+    gm = rectangle.grid(full_scorer, x, i, j, *[rectangle.runs._grid_tokens(full_scorer, x, s, 4, torch.Generator().manual_seed(0), 20) for s in (i, j)])
     assert gm["misfit"] > 1e-3
 
 
@@ -285,6 +285,7 @@ def test_control_windows_are_cut_from_the_masked_lms_texts():
 import pandas as pd  # noqa: E402  (only these tests need it)
 
 from textglauber import reported  # noqa: E402
+from textglauber.pages import incompatibility as incompatibility_page  # noqa: E402
 
 
 def _rows(model, kind, R, path1=None):
@@ -297,33 +298,33 @@ def test_control_note_says_where_the_controls_windows_come_from():
             "n": 8, "noise": 0.0, "texts_of": "tiny-mlm"}
     assert rectangle.control_info([{"name": "m", "kind": "mlm"}, info]) is info
     assert rectangle.control_info([{"name": "m", "kind": "mlm"}]) is None
-    text = rectangle.control_note(info)
+    text = incompatibility_page.control_note(info)
     assert "the 3 most frequent tokens of its corpus `tiny`" in text and "`a`, `b`, `c`" in text
     assert "the texts that `tiny-mlm` reads" in text and "No perturbed copy was run" in text
-    own = rectangle.control_note({**info, "texts_of": "its own windows", "noise": 0.05})
+    own = incompatibility_page.control_note({**info, "texts_of": "its own windows", "noise": 0.05})
     assert "its windows are its own 8-token passages" in own and "standard deviation 0.05" in own
-    assert rectangle.control_note(None) == "This profile runs no joint-model control."
+    assert incompatibility_page.control_note(None) == "This profile runs no joint-model control."
 
 
 def test_floor_sentences_set_the_models_against_the_controls_largest_R():
     rects = pd.concat([_rows("c", "causal", [1e-7, 2e-7, 3e-7], path1=[0.5, -1.0, 2.0]),
                        _rows("a", "mlm", [1e-8, 5e-7, 1.0, 2.0]), _rows("b", "mlm", [1e-9, 1e-9]),
                        _rows("c + noise 0.05", "perturbed", [0.1, 0.3])], ignore_index=True)
-    text = rectangle.floor_sentences(rects, {"noise": 0.05})
+    text = incompatibility_page.floor_sentences(rects, {"noise": 0.05})
     assert "mean 2.0e-07 and maximum 3.0e-07 over 3 rectangles" in text and "median size 1.00 (nats)" in text
     assert "largest value: a 75%; b 0%." in text                       # 3 of a's 4 and none of b's lie above 3e-7
     assert f"has mean R 0.200; for noise on every conditional the expected value is 0.05 x sqrt(16/pi) = " \
            f"{0.05 * 4 / np.sqrt(np.pi):.3f}" in text and "100% of its rectangles" in text
-    assert rectangle.floor_sentences(rects[rects.kind == "mlm"], None) == ""
+    assert incompatibility_page.floor_sentences(rects[rects.kind == "mlm"], None) == ""
 
 
 def test_dtype_floor_sentence_weighs_the_difference_against_a_tenth_of_R():
     floor = pd.DataFrame([{"model": "m", "rectangles": 10, "mean R (float32)": 1.0, "mean |R difference|": 0.05,
                            "max |R difference|": 0.2}])
-    small = rectangle.dtype_floor_sentence(floor)
+    small = incompatibility_page.dtype_floor_sentence(floor)
     assert small.startswith("With bf16 weights the same 10 rectangles of `m` move by 0.05 on average and by up to 0.2")
     assert small.endswith("a floor well below the effect measured here.")
-    large = rectangle.dtype_floor_sentence(floor.assign(**{"mean |R difference|": 0.1}))
+    large = incompatibility_page.dtype_floor_sentence(floor.assign(**{"mean |R difference|": 0.1}))
     assert large.endswith("not small beside the effect, which is why the measuring chapters score in float32.")
 
 
@@ -331,9 +332,9 @@ def test_spread_sentence_gives_each_models_deciles_and_their_ratio():
     R = np.arange(1, 101, dtype=float)
     lo, hi = np.quantile(R, [0.1, 0.9])
     both = pd.concat([_rows("m", "mlm", R), _rows("z", "mlm", np.zeros(5))], ignore_index=True)
-    assert rectangle.spread_sentence(both) == (f"10th and 90th percentiles of R: m {lo:.3g} and {hi:.3g} "
+    assert incompatibility_page.spread_sentence(both) == (f"10th and 90th percentiles of R: m {lo:.3g} and {hi:.3g} "
                                                f"(ratio {hi / lo:.0f}); z 0 and 0.")
-    assert rectangle.spread_sentence(both.iloc[:0]) == ""
+    assert incompatibility_page.spread_sentence(both.iloc[:0]) == ""
 
 
 def test_grid_summary_counts_and_averages_each_models_grids():
@@ -350,7 +351,7 @@ def test_along_training_plot_draws_one_line_per_start_on_each_axis():
     along = pd.DataFrame({"start": ["scratch", "scratch", "minilm"], "fraction": [0.5, 1.0, 1.0], "top1": [0.2, 0.3, 0.25],
                           "mean R": [1.0, 2.0, 3.0], "95% CI low": [0.5, 1.5, 2.5], "95% CI high": [1.5, 2.5, 3.5]})
     fig, axes = plt.subplots(1, 2)
-    rectangle.plot_along_training(axes, along)
+    incompatibility_page.plot_along_training(axes, along)
     for ax, x in zip(axes, ("fraction", "top1")):
         assert [c.get_label() for c in ax.containers] == ["start: minilm", "start: scratch"]
         assert list(ax.containers[1].lines[0].get_xdata()) == list(along[x][:2])
@@ -364,7 +365,7 @@ def _summary(rows):
 
 def test_preprint_table_puts_the_papers_means_above_this_runs():
     summary = _summary([["m", "mlm", 20, 0.5, 0.4, 0.6, 1.0, 0.3]])
-    table = rectangle.preprint_table(summary, "smoke")
+    table = incompatibility_page.preprint_table(summary, "smoke")
     assert list(table.columns) == ["source", "model", "rectangles", "mean R", "95% CI low", "95% CI high"]
     paper = table.iloc[:-1]
     assert dict(zip(paper.model, paper["mean R"])) == reported.RECTANGLE_MEAN_R
@@ -375,11 +376,11 @@ def test_preprint_table_puts_the_papers_means_above_this_runs():
 def test_protocol_sentence_sorts_each_choice_into_agrees_or_differs():
     proto = reported.RECTANGLE_PROTOCOL
     paper = _summary([["m", "mlm", proto["rectangles_per_model"], 0.5, 0.4, 0.6, 1.0, 0.3]])
-    same = rectangle.protocol_sentence([{"corpus": "msmarco"}], paper, seq_len=12, n_rectangles=300,
+    same = incompatibility_page.protocol_sentence([{"corpus": "msmarco"}], paper, seq_len=12, n_rectangles=300,
                                        top_k=proto["top_k"], temperature=proto["temperature"])
     assert same == ("Protocol of this run: windows of n = 12 tokens; as in the preprint, passages from msmarco, "
                     "300 rectangles per masked LM, replacements from the top-50, T = 1.")
-    other = rectangle.protocol_sentence([{"corpus": "tiny"}], paper.assign(rectangles=[20]), seq_len=12, n_rectangles=20,
+    other = incompatibility_page.protocol_sentence([{"corpus": "tiny"}], paper.assign(rectangles=[20]), seq_len=12, n_rectangles=20,
                                         top_k=proto["top_k"], temperature=2.0)
     assert other == ("Protocol of this run: windows of n = 12 tokens; as in the preprint, replacements from the top-50; "
                      "unlike the preprint, passages from tiny (the preprint: MS MARCO), 20 rectangles per masked LM "
@@ -389,12 +390,12 @@ def test_protocol_sentence_sorts_each_choice_into_agrees_or_differs():
 def test_preprint_sentences_count_the_models_that_clear_the_controls_floor():
     summary = _summary([["a", "mlm", 20, 0.5, 0.4, 0.6, 1.0, 0.3], ["b", "mlm", 20, 0.1, 1e-9, 0.2, 1.0, -0.1],
                         ["c", "causal", 20, 1e-7, 1e-8, 2e-7, 3e-7, 0.0]])
-    text = " ".join(rectangle.preprint_sentences(summary, {"candidates": 16}, "smoke"))
+    text = " ".join(incompatibility_page.preprint_sentences(summary, {"candidates": 16}, "smoke"))
     assert "The control here is `c` with conditionals over 16 candidate tokens (20 rectangles)" in text
     assert "mean R from 0.1 to 0.5" in text
     assert "For 1 of 2 masked LMs the lower end" in text and "for the others it cannot be told apart from it." in text
     assert "for 1 of 2 masked LMs; the preprint reports" in text
     assert "gives a largest R of 3.0e-07, zero up to float error" in text
     assert "No model of profile 'smoke' is one of the preprint's" in text
-    shared = rectangle.preprint_sentences(summary.assign(model=["roberta-base", "b", "c"]), {"candidates": 16}, "paper")
+    shared = incompatibility_page.preprint_sentences(summary.assign(model=["roberta-base", "b", "c"]), {"candidates": 16}, "paper")
     assert shared[-1] == "Models shared with the preprint: roberta-base; their numbers can be compared directly."

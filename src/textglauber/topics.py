@@ -11,6 +11,8 @@ Two zero-shot scorers give, for each text, a probability over a set of labels:
 
 The uniform baseline is 1 / (number of labels); with the preprint's eleven labels it is
 1/11 ~ 0.091 (its main text mentions nine candidate labels, i.e. 0.111).
+
+The chapter's sentences, views and plots are in :mod:`textglauber.pages.basins`.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import figures, reported, vocabulary
+from . import vocabulary
 
 LABELS = ["politics", "health", "pop culture", "sport", "food", "science", "technology", "finance",
           "education", "environment", "art"]
@@ -160,34 +162,6 @@ def recurrence(steps: np.ndarray, score: np.ndarray, baseline: float) -> dict:
 # the preprint's basins protocol (docs/science.md, chapter 4), what a run is compared against
 PREPRINT_PROTOCOL = {"model": "bert-base-uncased", "topic_scorer": "nli:facebook/bart-large-mnli", "labels": LABELS,
                      "temperature": 1.0, "steps": 10_000, "score_every": 200, "chains_per_topic": 10}
-
-
-def protocol_differences(model: str, topic_scorer: str, labels: list[str], temperature: float, steps: int,
-                         score_every: int, chains_per_topic: int) -> dict[str, str]:
-    """How a basins run departs from the preprint's protocol: one phrase per differing element
-    (keys: model, topic_scorer, labels, temperature, steps, score_every, chains_per_topic); empty
-    when the run follows it. The seed sentences are always the package's own, so not listed."""
-    ref, out = PREPRINT_PROTOCOL, {}
-    if model.partition("@")[0] != ref["model"]:
-        out["model"] = f"the masked LM is `{model}`, not {ref['model']}"
-    if not topic_scorer.startswith("nli:"):
-        out["topic_scorer"] = (f"the topic scorer is `{topic_scorer}`, which reads topics from embedding similarity "
-                               f"to label prompts, not the NLI classifier `{ref['topic_scorer'][4:]}`, so its "
-                               "probabilities sit on another scale")
-    elif topic_scorer.partition("@")[0] != ref["topic_scorer"]:
-        out["topic_scorer"] = f"the NLI scorer is `{topic_scorer[4:]}`, not `{ref['topic_scorer'][4:]}`"
-    if list(labels) != list(ref["labels"]):
-        out["labels"] = (f"{len(labels)} labels (baseline 1/{len(labels)} = {1 / len(labels):.3f}) instead of the "
-                         f"appendix's {len(ref['labels'])} (1/{len(ref['labels'])} = {1 / len(ref['labels']):.3f})")
-    if float(temperature) != ref["temperature"]:
-        out["temperature"] = f"T = {temperature:g} instead of {ref['temperature']:g}"
-    if int(steps) != ref["steps"]:
-        out["steps"] = f"{steps:,} steps per chain instead of {ref['steps']:,}"
-    if int(score_every) != ref["score_every"]:
-        out["score_every"] = f"scores every {score_every:,} steps instead of every {ref['score_every']:,}"
-    if int(chains_per_topic) != ref["chains_per_topic"]:
-        out["chains_per_topic"] = f"{chains_per_topic} chains per seed topic instead of {ref['chains_per_topic']}"
-    return out
 
 
 def preprint_max_starts_above(baseline: float) -> int:
@@ -415,12 +389,6 @@ def null_comparison(topic: pd.DataFrame, null: pd.DataFrame, *, alpha: float = 0
 
 
 # --------------------------------------------------------------------------- the basins chapter
-def scorer_note(name: str, labels: list[str], basin_label: str, score) -> str:
-    """The topic scorer, its labels, the basin label, the uniform baseline and, for an embedding
-    scorer, its fitted softmax temperature."""
-    return (f"Topic scorer: `{name}` over {len(labels)} labels ({', '.join(labels)}); basin label "
-            f"{basin_label}; uniform baseline 1/{len(labels)} = {1.0 / len(labels):.3f}"
-            + (f"; softmax temperature fitted on the calibration set: {score.temperature:.3f}." if hasattr(score, "temperature") else "."))
 
 
 def run_models(mlms: list[dict], score, labels: list[str], seed_topics: list[str], *, on_missing_model: str = "skip",
@@ -472,28 +440,6 @@ def crossing_counts(rec: pd.DataFrame, model: str) -> dict:
             "start_up": int((r.starts_above & r.crossed_up).sum()), "never": int((~r.ever_above).sum())}
 
 
-def crossing_sentence(model: str, counts: dict, *, basin_label: str, baseline: float, score_every: int,
-                      steps: int) -> str:
-    """How many chains crossed the baseline upward (:func:`crossing_counts`), and for politics what the
-    preprint's own count allows."""
-    n = counts["chains"]
-    text = (f"**{counts['up']} of {n}** chains of {model} crossed the {basin_label} baseline ({baseline:.3f}) upward at least "
-            f"once: a record at or below it followed by one above it, with records every {score_every:,} steps over "
-            f"{steps:,} steps. {counts['start']} of {n} started above the baseline"
-            + (f" ({counts['start_up']} of these fell back and crossed up again later)" if counts["start"] else "")
-            + f", and {counts['never']} of {n} were never above it.")
-    if basin_label == "politics":
-        pre_up, pre_n = reported.BASINS_CROSSING
-        room = preprint_max_starts_above(1 / len(LABELS))
-        starts = [a for a, _ in reported.BASINS_POLITICS.values()]
-        text += (f" The preprint reports {pre_up} of {pre_n} chains crossing its politics baseline at least once within "
-                 f"{PREPRINT_PROTOCOL['steps']:,} steps. Its mean step-0 politics scores ({min(starts):.3f} to "
-                 f"{max(starts):.3f} per seed topic, {PREPRINT_PROTOCOL['chains_per_topic']} chains each) leave room "
-                 f"for at most {room} of its chains to have started above 1/{len(LABELS)}, so however it counted such "
-                 f"chains, its count of upward crossings is at least {pre_up - room} of {pre_n}.")
-    return text
-
-
 NULL_COLUMNS = ["model", "against", "statistic", "n topic", "n null", "count topic", "count null", "topic", "null",
                 "difference", "low", "high", "test", "p", "exceeds"]
 
@@ -515,11 +461,6 @@ def null_comparisons(rec: pd.DataFrame, models, null_seeds, *, alpha: float, rng
     return table, kinds, pooled
 
 
-def format_p(p: float) -> str:
-    """A p-value for a sentence: two significant digits, 'p < 0.001' below that, or 'not defined'."""
-    return "p not defined" if not np.isfinite(p) else f"p = {p:.2g}" if p >= 1e-3 else "p < 0.001"
-
-
 def null_verdict(null_cmp: pd.DataFrame, model: str, pooled: str):
     """(exceeds or None, crossing-share row, all rows against the pooled null) for one model;
     (None, None, no rows) when it ran no null chains."""
@@ -528,137 +469,6 @@ def null_verdict(null_cmp: pd.DataFrame, model: str, pooled: str):
         return None, None, C
     cs = C[C.statistic == "crossing share"].iloc[0]
     return (bool(cs.exceeds) if np.isfinite(cs.p) else None), cs, C
-
-
-VERDICT_WORDS = {True: "exceeds", False: "does not exceed", None: "cannot be compared with"}
-
-
-def verdict_clause(exceeds, cs) -> str:
-    """The verdict on the crossing share, as a clause that follows the crossing count."""
-    return (f"which {VERDICT_WORDS[exceeds]} what chains from seeds with no topic give (one-sided Fisher {format_p(cs.p)} "
-            "among chains that started at or below the baseline)")
-
-
-def null_paragraph(rec: pd.DataFrame, null_cmp: pd.DataFrame, model: str, others, *, counts: dict, null_kinds,
-                   basin_label: str, alpha: float, temperature: float, rng) -> str:
-    """What the null chains say about one model's crossing count (:func:`null_comparisons`): the
-    crossing shares and their test, the time averages, each kind of null alone, the pooled
-    second-half share (its bootstrap draws from ``rng``), and the verdicts of the ``others``."""
-    pooled = " + ".join(null_kinds)
-    exceeds, cs, C = null_verdict(null_cmp, model, pooled)
-    text = _crossing_shares(rec[(rec.model == model) & (rec.kind != "topic")], cs, exceeds, model, counts=counts,
-                            null_kinds=null_kinds, basin_label=basin_label, alpha=alpha)
-    avg = []
-    for stat, what in (("share above after start", "share of records above the baseline after the start"),
-                       ("mean after start", f"mean {basin_label} score after the start"),
-                       ("share above late", "share above the baseline in the second half")):
-        r = C[C.statistic == stat].iloc[0]
-        avg.append(f"{what} {r.topic:.3f} against {r.null:.3f} ({'above the null, ' if r.exceeds else ''}"
-                   f"{format_p(r.p)})")
-    text += " Time averages, topic-seeded against null: " + "; ".join(avg) + "."
-    if len(null_kinds) > 1:
-        each = []
-        for k in null_kinds:
-            r = null_cmp[(null_cmp.model == model) & (null_cmp.against == k) & (null_cmp.statistic == "crossing share")].iloc[0]
-            each.append(f"{k} seeds {int(r['count null'])} of {int(r['n null'])} ({format_p(r.p)})")
-        text += " Against each kind of null seed alone, crossings among chains starting at or below: " + ", ".join(each) + "."
-    text += _late_share(rec[rec.model == model]["share above late"].to_numpy(float), C, model, basin_label=basin_label,
-                        alpha=alpha, temperature=temperature, rng=rng)
-    lines = []
-    for m in others:
-        ex, c, _ = null_verdict(null_cmp, m, pooled)
-        if c is not None:
-            lines.append(f"{m}: {int(c['count topic'])} of {int(c['n topic'])} against {int(c['count null'])} of "
-                         f"{int(c['n null'])}, {format_p(c.p)}, "
-                         + {True: "exceeds the null", False: "does not exceed it", None: "not comparable"}[ex])
-    if lines:
-        text += " The other models, crossings among chains starting at or below: " + "; ".join(lines) + "."
-    return text
-
-
-def _crossing_shares(null_rec: pd.DataFrame, cs, exceeds, model: str, *, counts: dict, null_kinds, basin_label: str,
-                     alpha: float) -> str:
-    """The null chains' starts and the crossing shares of both groups, with the test's verdict."""
-    kinds_n = ", ".join(f"{int((null_rec.kind == k).sum())} {k}" for k in null_kinds)
-    text = (f"{model} ran {len(null_rec)} null chains ({kinds_n} seeds); {int(null_rec.starts_above.sum())} of them started above "
-            f"the {basin_label} baseline, against {counts['start']} of the {counts['chains']} topic-seeded chains. Among the chains "
-            f"that started at or below it, **{int(cs['count topic'])} of {int(cs['n topic'])}** topic-seeded chains "
-            f"crossed upward and **{int(cs['count null'])} of {int(cs['n null'])}** null chains did")
-    if not np.isfinite(cs.p):
-        return text + (". One group has no chain that started at or below the baseline, so the crossing shares **cannot "
-                       "be compared** and the count is not tested against the null.")
-    text += (f": a difference in share of {cs.difference:+.2f} (95% interval {cs.low:+.2f} to {cs.high:+.2f}), "
-             f"one-sided Fisher {format_p(cs.p)}. **The topic-seeded chains' recurrence {VERDICT_WORDS[exceeds]} what the null "
-             f"gives** at level {alpha:g}")
-    return text + (": they cross the baseline more often than chains that start from no topic at all." if exceeds else
-                   ": chains that start from no topic cross the baseline at least as often, so the crossing count is "
-                   "no evidence of a basin by itself." if cs.difference <= 0 else
-                   ": they cross it more often here, but by less than so few chains can tell apart from chance, so the "
-                   "crossing count is no evidence of a basin by itself.")
-
-
-def _late_share(late: np.ndarray, C: pd.DataFrame, model: str, *, basin_label: str, alpha: float, temperature: float,
-                rng) -> str:
-    """Where the basin label sits once the start is forgotten: the share of second-half records above
-    the baseline over all chains of the model (topic-seeded and null), with a bootstrap interval."""
-    late = late[np.isfinite(late)]
-    if not len(late):
-        return ""
-    rng = np.random.default_rng(rng)                  # a Generator is used as it is, its draws continuing
-    bs = late[rng.integers(len(late), size=(4000, len(late)))].mean(1)
-    lo, hi = np.quantile(bs, [0.025, 0.975])
-    lr = C[C.statistic == "share above late"].iloc[0]
-    text = (f" Over the second half of the run, all {len(late)} chains of {model} together (topic-seeded and null) "
-            f"have the {basin_label} score above the baseline in {late.mean():.0%} of records (95% bootstrap "
-            f"interval {lo:.0%} to {hi:.0%}). If the chains have forgotten their starts by then, this estimates "
-            f"how much of the model's stationary law at T = {temperature:g} lies above the baseline; ")
-    return text + ("the two groups differ there, so they have not, and the figure is only a pooled average."
-                   if lr.exceeds or (np.isfinite(lr.p) and lr.p > 1 - alpha) else
-                   "the two groups do not differ detectably there, which is consistent with that but does not prove it.")
-
-
-def plot_null_curves(axes, scores: pd.DataFrame, basin_label: str, baseline: float, n_labels: int) -> None:
-    """For one model's chains, by kind of seed: the share of chains above the baseline (first axes)
-    and the mean basin-label score (second) at each record, the baseline dashed."""
-    A = scores.assign(above=lambda d: d[basin_label] > baseline)
-    for kind, g in A.groupby("kind", sort=False):
-        per = g.groupby("step").agg(above=("above", "mean"), score=(basin_label, "mean"))
-        n = g.chain.nunique()
-        axes[0].plot(per.index, per.above, label=f"{kind} ({n})")
-        axes[1].plot(per.index, per.score, label=f"{kind} ({n})")
-    axes[1].axhline(baseline, color="k", ls="--", lw=1)
-    axes[0].set_ylabel(f"share of chains above 1/{n_labels}")
-    axes[1].set_ylabel(f"mean {basin_label} score")
-    for ax in axes:
-        ax.set_xlabel("step")
-    axes[0].legend(title="seeds (chains)")
-
-
-def plot_chain_scores(axes, scores: pd.DataFrame, chains, labels: list[str], basin_label: str, baseline: float) -> None:
-    """One panel per chain: the scores of its seed topic, of the basin label and of the label that
-    ends highest, against the step, the baseline dashed."""
-    for ax, b in zip(axes, chains):
-        g = scores[scores.chain == b]
-        topic = g["seed topic"].iloc[0]
-        top_end = g[labels].iloc[-1].idxmax()
-        for label in dict.fromkeys([topic, basin_label, top_end]):
-            ax.plot(g.step, g[label], label=label)
-        ax.axhline(baseline, color="k", ls="--", lw=1)
-        ax.set_title(f"chain {b} (seed: {topic})")
-        ax.set_xlabel("step")
-        ax.legend()
-
-
-def plot_topic_map(ax, scores: pd.DataFrame, labels: list[str]):
-    """The topic-score vectors of one model's recorded states on their first two principal
-    components, coloured by step, each seed topic's name at its starting states. Returns the
-    scatter (for a colour bar)."""
-    pc = figures.principal_components(scores[labels].to_numpy())
-    sc = ax.scatter(pc[:, 0], pc[:, 1], c=scores.step, cmap="viridis", s=10)
-    for topic, g in scores[scores.step == 0].groupby("seed topic"):
-        ax.annotate(topic, pc[g.index - scores.index[0]].mean(0), weight="bold")
-    ax.set_xlabel("PC 1 of topic scores"); ax.set_ylabel("PC 2")
-    return sc
 
 
 def prefix_attractors(lm, scorer, score, labels: list[str], *, prefix: str, seed_topics: list[str],
@@ -683,65 +493,3 @@ def prefix_attractors(lm, scorer, score, labels: list[str], *, prefix: str, seed
     return pd.DataFrame({"start": [vocabulary.decode(lm.tokenizer, s) for s in pr.states[0]],
                          f"after {steps:,} steps": final_texts,
                          "top topic": [labels[k] for k in p_final.argmax(1)], "its score": p_final.max(1)})
-
-
-def attractor_sentence(attractors: pd.DataFrame, prefix: str) -> str:
-    """How often each topic tops the final states of the prefix chains (:func:`prefix_attractors`)."""
-    tops = attractors["top topic"].value_counts()
-    return (f"Top topics of the {len(attractors)} final states after the prefix \"{prefix}\": "
-            + ", ".join(f"{l} ({k})" for l, k in tops.items()) + ".")
-
-
-def preprint_table(table: pd.DataFrame, seed_topics: list[str], basin_label: str, steps: int) -> pd.DataFrame:
-    """Per seed topic: the preprint's politics and seed-topic scores at steps 0 and 10k beside this
-    run's (:func:`start_end_table`) at 0 and at its last step."""
-    cmp = []
-    for topic in seed_topics:
-        p0, p1 = reported.BASINS_POLITICS.get(topic, (np.nan, np.nan))
-        s0, s1 = reported.BASINS_SEED_TOPIC.get(topic, (np.nan, np.nan))
-        r = table[table["seed topic"] == topic]
-        cmp.append({"seed topic": topic, "preprint politics 0 -> 10k": f"{p0:.3f} -> {p1:.3f}",
-                    f"this run politics 0 -> {steps:,}": f"{r[f'{basin_label} at 0'].iloc[0]:.3f} -> {r[f'{basin_label} at end'].iloc[0]:.3f}",
-                    "preprint seed topic 0 -> 10k": f"{s0:.3f} -> {s1:.3f}",
-                    f"this run seed topic 0 -> {steps:,}": f"{r['seed topic at 0'].iloc[0]:.3f} -> {r['seed topic at end'].iloc[0]:.3f}"})
-    return pd.DataFrame(cmp)
-
-
-def run_sentence(model: str, table: pd.DataFrame, scores: pd.DataFrame, labels: list[str], basin_label: str,
-                 counts: dict, verdict: str) -> str:
-    """What this run shows for one model: seed topics fading, the basin label rising, the crossing
-    count with its ``verdict``, and the most frequent top label at the last step."""
-    fade = (table["seed topic at end"] < table["seed topic at 0"]).sum()
-    rise = (table[f"{basin_label} at end"] > table[f"{basin_label} at 0"]).sum()
-    last = scores.step.max()
-    final = scores[scores.step == last]
-    top_end = final[labels].idxmax(axis=1).value_counts()
-    return (f"In this run ({model}) the seed-topic score falls for {fade} of {len(table)} seed topics and the {basin_label} "
-            f"score rises for {rise} of {len(table)}; {counts['up']} of {counts['chains']} chains crossed the {basin_label} "
-            f"baseline upward, {verdict}. At step {last:,} the most frequent top label is {top_end.index[0]} "
-            f"({top_end.iloc[0]} of {len(final)} chains).")
-
-
-def protocol_sentences(diffs: dict[str, str], basin_label: str) -> list[str]:
-    """How far this run's values compare with the preprint's, from :func:`protocol_differences`."""
-    lines = []
-    if basin_label != "politics":
-        lines.append(f"The preprint's columns are for politics, this run's for {basin_label}.")
-    if basin_label == "politics":
-        lines.append(f"The preprint gives no null model for its {reported.BASINS_CROSSING[0]} of "
-                     f"{reported.BASINS_CROSSING[1]}, so it does not show that its chains cross more often than chains "
-                     "from seeds with no topic would.")
-    if diffs:
-        lines.append("This run departs from the preprint's protocol: " + "; ".join(diffs.values())
-                     + ". Its seed sentences are this package's own.")
-    else:
-        lines.append("This run follows the preprint's protocol except for the seed sentences, which are this package's own.")
-    if {"model", "topic_scorer", "labels"} & set(diffs):
-        what = [w for k, w in (("model", "another model"), ("topic_scorer", "another topic scorer"),
-                               ("labels", "another label set")) if k in diffs]
-        lines.append(f"With {' and '.join(what)}, the two sides compare in direction (does the seed topic fade, does the "
-                     f"{basin_label} score rise) but not in value.")
-    else:
-        lines.append("Model, scorer and label set are the preprint's, so the values compare, up to the differences "
-                     "listed, the choice of seed sentences and the sampling noise of a few chains per topic.")
-    return lines

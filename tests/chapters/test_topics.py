@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from textglauber import engine, reported, topics
+from textglauber.pages import basins as basins_page
 
 LABELLED = [  # written for this test, disjoint from the calibration set
     ("the goalkeeper saved a penalty and his club won the football league", "sport"),
@@ -83,10 +84,10 @@ def test_recurrence_matches_a_plain_loop_on_random_series():
 def test_protocol_differences_name_each_departure_from_the_preprint():
     ref = dict(model="bert-base-uncased", topic_scorer="nli:facebook/bart-large-mnli", labels=topics.LABELS,
                temperature=1.0, steps=10_000, score_every=200, chains_per_topic=10)
-    assert topics.protocol_differences(**ref) == {}
-    paper = topics.protocol_differences(**{**ref, "chains_per_topic": 12})
+    assert basins_page.protocol_differences(**ref) == {}
+    paper = basins_page.protocol_differences(**{**ref, "chains_per_topic": 12})
     assert set(paper) == {"chains_per_topic"}
-    offline = topics.protocol_differences(**{**ref, "model": "trained:english", "topic_scorer":
+    offline = basins_page.protocol_differences(**{**ref, "model": "trained:english", "topic_scorer":
                                              "embedding:package:all-MiniLM-L6-v2", "steps": 3000, "score_every": 100,
                                              "labels": topics.LABELS[:9]})
     assert set(offline) == {"model", "topic_scorer", "steps", "score_every", "labels"}
@@ -393,10 +394,10 @@ def test_scorer_note_names_the_scorer_and_its_fitted_temperature():
     class Fitted:
         temperature = 0.0421
 
-    note = topics.scorer_note("embedding:x", LABELS3, "politics", Fitted())
+    note = basins_page.scorer_note("embedding:x", LABELS3, "politics", Fitted())
     assert note == ("Topic scorer: `embedding:x` over 3 labels (politics, health, sport); basin label politics; uniform "
                     "baseline 1/3 = 0.333; softmax temperature fitted on the calibration set: 0.042.")
-    assert topics.scorer_note("nli:y", LABELS3, "politics", object()).endswith("1/3 = 0.333.")
+    assert basins_page.scorer_note("nli:y", LABELS3, "politics", object()).endswith("1/3 = 0.333.")
 
 
 def test_run_models_joins_the_models_that_ran_and_notes_the_others(monkeypatch):
@@ -440,11 +441,11 @@ def test_crossing_counts_and_sentence():
     rec = topics.recurrence_table(_allscores(), "politics", 1 / 3)
     counts = topics.crossing_counts(rec, "m")
     assert counts == {"chains": 3, "up": 2, "start": 1, "start_up": 1, "never": 1}
-    text = topics.crossing_sentence("m", counts, basin_label="health", baseline=1 / 3, score_every=50, steps=100)
+    text = basins_page.crossing_sentence("m", counts, basin_label="health", baseline=1 / 3, score_every=50, steps=100)
     assert text == ("**2 of 3** chains of m crossed the health baseline (0.333) upward at least once: a record at or below "
                     "it followed by one above it, with records every 50 steps over 100 steps. 1 of 3 started above the "
                     "baseline (1 of these fell back and crossed up again later), and 1 of 3 were never above it.")
-    politics = topics.crossing_sentence("m", counts, basin_label="politics", baseline=1 / 3, score_every=50, steps=100)
+    politics = basins_page.crossing_sentence("m", counts, basin_label="politics", baseline=1 / 3, score_every=50, steps=100)
     room = topics.preprint_max_starts_above(1 / 11)
     assert politics.startswith(text.replace("health", "politics"))
     assert politics.endswith(f"at most {room} of its chains to have started above 1/11, so however it counted such "
@@ -470,31 +471,31 @@ def test_null_comparisons_compare_each_kind_and_the_pooled_null():
 
 
 def test_p_values_and_verdicts_read_as_the_page_says_them():
-    assert topics.format_p(np.nan) == "p not defined"
-    assert topics.format_p(0.01234) == "p = 0.012" and topics.format_p(0.0004) == "p < 0.001"
+    assert basins_page.format_p(np.nan) == "p not defined"
+    assert basins_page.format_p(0.01234) == "p = 0.012" and basins_page.format_p(0.0004) == "p < 0.001"
     rec = topics.recurrence_table(_allscores(), "politics", 1 / 3)
     table, _, pooled = topics.null_comparisons(rec, ["m"], ["shuffled", "random"], alpha=0.05, rng=0)
     exceeds, cs, C = topics.null_verdict(table, "m", pooled)
     assert exceeds is False and cs.statistic == "crossing share" and len(C) == 4 and (C.against == pooled).all()
     assert topics.null_verdict(table, "other", pooled)[:2] == (None, None)
-    assert topics.verdict_clause(exceeds, cs) == (f"which does not exceed what chains from seeds with no topic give "
-                                                  f"(one-sided Fisher {topics.format_p(cs.p)} among chains that started "
+    assert basins_page.verdict_clause(exceeds, cs) == (f"which does not exceed what chains from seeds with no topic give "
+                                                  f"(one-sided Fisher {basins_page.format_p(cs.p)} among chains that started "
                                                   "at or below the baseline)")
-    assert topics.verdict_clause(None, cs).startswith("which cannot be compared with what")
+    assert basins_page.verdict_clause(None, cs).startswith("which cannot be compared with what")
 
 
 def test_null_paragraph_reports_the_shares_the_kinds_the_late_share_and_the_other_models():
     rec = topics.recurrence_table(pd.concat([_allscores("m"), _allscores("m2")], ignore_index=True), "politics", 1 / 3)
     table, kinds, pooled = topics.null_comparisons(rec, ["m", "m2"], ["shuffled", "random"], alpha=0.05, rng=0)
     counts = topics.crossing_counts(rec, "m")
-    text = topics.null_paragraph(rec, table, "m", ["m2"], counts=counts, null_kinds=kinds, basin_label="politics",
+    text = basins_page.null_paragraph(rec, table, "m", ["m2"], counts=counts, null_kinds=kinds, basin_label="politics",
                                  alpha=0.05, temperature=1.0, rng=np.random.default_rng(5))
     cs = table[(table.model == "m") & (table.against == pooled) & (table.statistic == "crossing share")].iloc[0]
     assert text.startswith("m ran 2 null chains (1 shuffled, 1 random seeds); 0 of them started above the politics "
                            "baseline, against 1 of the 3 topic-seeded chains. Among the chains that started at or below "
                            "it, **1 of 2** topic-seeded chains crossed upward and **1 of 2** null chains did: a difference "
                            f"in share of +0.00 (95% interval {cs.low:+.2f} to {cs.high:+.2f}), one-sided Fisher "
-                           f"{topics.format_p(cs.p)}. **The topic-seeded chains' recurrence does not exceed what the null "
+                           f"{basins_page.format_p(cs.p)}. **The topic-seeded chains' recurrence does not exceed what the null "
                            "gives** at level 0.05: chains that start from no topic cross the baseline at least as often")
     assert "crossings among chains starting at or below: shuffled seeds 1 of 1 (" in text and ", random seeds 0 of 1 (" in text
     late = rec[rec.model == "m"]["share above late"].to_numpy(float)           # the bootstrap, by hand
@@ -503,10 +504,10 @@ def test_null_paragraph_reports_the_shares_the_kinds_the_late_share_and_the_othe
     assert (f"all 5 chains of m together (topic-seeded and null) have the politics score above the baseline in "
             f"{late.mean():.0%} of records (95% bootstrap interval {lo:.0%} to {hi:.0%})") in text
     assert text.endswith(f"The other models, crossings among chains starting at or below: m2: 1 of 2 against 1 of 2, "
-                         f"{topics.format_p(cs.p)}, does not exceed it.")
+                         f"{basins_page.format_p(cs.p)}, does not exceed it.")
     above = rec.assign(starts_above=rec.starts_above | (rec.kind != "topic"))   # no null chain starts at or below
     table, kinds, _ = topics.null_comparisons(above, ["m"], ["shuffled", "random"], alpha=0.05, rng=0)
-    text = topics.null_paragraph(above, table, "m", [], counts=counts, null_kinds=kinds, basin_label="politics",
+    text = basins_page.null_paragraph(above, table, "m", [], counts=counts, null_kinds=kinds, basin_label="politics",
                                  alpha=0.05, temperature=1.0, rng=0)
     assert "null chains did. One group has no chain that started at or below the baseline" in text
 
@@ -516,19 +517,19 @@ def test_basin_plots_draw_what_they_say():
 
     scores = _allscores()
     fig, axes = plt.subplots(1, 2)
-    topics.plot_null_curves(axes, scores, "politics", 1 / 3, 3)
+    basins_page.plot_null_curves(axes, scores, "politics", 1 / 3, 3)
     assert [line.get_label() for line in axes[0].lines] == ["topic (3)", "shuffled (1)", "random (1)"]
     assert list(axes[0].lines[0].get_ydata()) == pytest.approx([1 / 3, 1 / 3, 2 / 3])    # chains above 1/3 per record
     assert list(axes[1].lines[1].get_ydata()) == pytest.approx(POLITICS[3])
     plt.close(fig)
     topic = scores[scores.kind == "topic"]
     fig, axes = plt.subplots(1, 2)
-    topics.plot_chain_scores(axes, topic, [0, 2], LABELS3, "politics", 1 / 3)
+    basins_page.plot_chain_scores(axes, topic, [0, 2], LABELS3, "politics", 1 / 3)
     assert [line.get_label() for line in axes[0].lines[:2]] == ["health", "politics"]   # politics ends highest: once
     assert axes[1].get_title() == "chain 2 (seed: sport)"
     plt.close(fig)
     fig, ax = plt.subplots()
-    dots = topics.plot_topic_map(ax, topic, LABELS3)
+    dots = basins_page.plot_topic_map(ax, topic, LABELS3)
     xy = dots.get_offsets()
     starts = {a.get_text(): a.xy for a in ax.texts}
     np.testing.assert_allclose(starts["health"], xy[[0, 3]].mean(0))              # chains 0 and 1 at step 0
@@ -554,13 +555,13 @@ def test_prefix_attractors_start_from_drawn_seed_windows_behind_the_prefix(tiny_
     picked = ids[torch.randperm(len(ids), generator=gen)[:3]]
     assert out.start.tolist() == [vocabulary.decode(tiny_mlm.tokenizer, pre + row.tolist()) for row in picked]
     assert (out["top topic"] == "c").all() and (out["its score"] == 0.5).all()
-    assert topics.attractor_sentence(out, "the old") == 'Top topics of the 3 final states after the prefix "the old": c (3).'
+    assert basins_page.attractor_sentence(out, "the old") == 'Top topics of the 3 final states after the prefix "the old": c (3).'
 
 
 def test_basins_preprint_table_and_run_sentences():
     scores = _allscores()
     table = topics.start_end_table(scores[scores.kind == "topic"], "politics")
-    cmp = topics.preprint_table(table, ["health", "sport"], "politics", 100)
+    cmp = basins_page.preprint_table(table, ["health", "sport"], "politics", 100)
     p0, p1 = reported.BASINS_POLITICS["health"]
     assert cmp.iloc[0].tolist() == ["health", f"{p0:.3f} -> {p1:.3f}", "0.300 -> 0.500",
                                     "{:.3f} -> {:.3f}".format(*reported.BASINS_SEED_TOPIC["health"]), "0.600 -> 0.400"]
@@ -568,16 +569,16 @@ def test_basins_preprint_table_and_run_sentences():
     counts = topics.crossing_counts(topics.recurrence_table(scores, "politics", 1 / 3), "m")
     last = scores[scores.kind == "topic"].copy()
     last.loc[(last.chain == 1) & (last.step == 100), ["politics", "health"]] = [0.6, 0.3]   # politics tops 2 of 3 at the end
-    line = topics.run_sentence("m", table, last, LABELS3, "politics", counts, "which VERDICT")
+    line = basins_page.run_sentence("m", table, last, LABELS3, "politics", counts, "which VERDICT")
     assert line == ("In this run (m) the seed-topic score falls for 1 of 2 seed topics and the politics score rises for 1 "
                     "of 2; 2 of 3 chains crossed the politics baseline upward, which VERDICT. At step 100 the most "
                     "frequent top label is politics (2 of 3 chains).")
-    diffs = topics.protocol_differences("tiny-mlm", "embedding:x", LABELS3, 1.0, 100, 50, 2)
-    lines = topics.protocol_sentences(diffs, "politics")
+    diffs = basins_page.protocol_differences("tiny-mlm", "embedding:x", LABELS3, 1.0, 100, 50, 2)
+    lines = basins_page.protocol_sentences(diffs, "politics")
     assert lines[0].startswith("The preprint gives no null model for its 46 of 50")
     assert lines[1].startswith("This run departs from the preprint's protocol: the masked LM is `tiny-mlm`")
     assert lines[2].startswith("With another model and another topic scorer and another label set, the two sides")
-    same = topics.protocol_sentences({}, "health")
+    same = basins_page.protocol_sentences({}, "health")
     assert same == ["The preprint's columns are for politics, this run's for health.",
                     "This run follows the preprint's protocol except for the seed sentences, which are this package's own.",
                     "Model, scorer and label set are the preprint's, so the values compare, up to the differences "

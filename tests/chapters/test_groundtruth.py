@@ -7,6 +7,7 @@ import torch
 
 from textglauber import exact, groundtruth, models, rectangle
 from textglauber.engine import couple
+from textglauber.pages import ground_truth as ground_truth_page
 
 from test_exact import _planted
 
@@ -165,12 +166,12 @@ def test_headline_counts_the_cases_where_both_sides_are_known():
 
 def test_the_chapters_summary_and_the_findings_line_say_the_same_counts():
     t = _truth()
-    text = groundtruth.summary(t, "smoke")
+    text = ground_truth_page.summary(t, "smoke")
     assert "contraction bound holds in 2 of 3 cases where the exact alpha is below one, on average 1.6 times" in text
     assert "within a factor 2 of the exact mixing time in 2 of 3 cases" in text
     assert "below the exact mixing time in 2 of 3 cases (by a factor of up to 5)" in text
     assert "ranges from 0.001 to 0.300 over the models and temperatures; 4 of 5 cases exceed 0.001." in text
-    ok = groundtruth.summary(t.assign(**{"contraction bound": [30.0, np.inf, 9.0, 45.0, 8.0]}), "smoke")
+    ok = ground_truth_page.summary(t.assign(**{"contraction bound": [30.0, np.inf, 9.0, 45.0, 8.0]}), "smoke")
     assert "holds in 3 of 3 cases" in ok
     # the findings page says the same clauses, word for word
     for clause in groundtruth.headline(t).clauses():
@@ -185,7 +186,7 @@ def test_basin_summary_and_sentence_count_each_model_and_temperature():
     s = groundtruth.basin_summary(basins)
     assert s[["model", "temperature", "traps"]].values.tolist() == [["a", 0.5, 2], ["a", 1.0, 1], ["b", 0.5, 1]]
     assert s.median_duration.tolist() == [130.0, 80.0, 500.0] and s.censored.tolist() == [0.0, 1.0, 0.0]
-    text = groundtruth.basin_sentence(basins, 50)
+    text = ground_truth_page.basin_sentence(basins, 50)
     # closed traps: ratios 0.6, 2, 0.125 -> median 0.6, one in three longer, none under a tenth
     assert text.startswith("4 traps on the exact chains (1 still open when the run ended)")
     assert "has median 0.60" in text and "33% of them lasted longer" in text and "0 of 3 ended before" in text
@@ -211,7 +212,7 @@ def test_holding_sentence_counts_and_names_the_deepest_trap():
     h = _holding().assign(model="m", tokens="a b", temperature=[0.1, 0.1, 0.2], chains=10, censored=[2, 10, 0],
                           **{"exact mean holding time": [50.0, 9e6, 10.0],
                              "simulated mean holding time": [55.0, np.inf, 10.0]})
-    text = groundtruth.holding_sentence(h, {"deepest": 1, "temperatures": [0.1, 0.2], "chains": 10, "steps": 1000}, 0.95)
+    text = ground_truth_page.holding_sentence(h, {"deepest": 1, "temperatures": [0.1, 0.2], "chains": 10, "steps": 1000}, 0.95)
     assert "inside the 95% interval of the simulated one in 2 of 3." in text
     assert "the largest relative error of the simulated mean is 10.0% (m on {a, b} at T = 0.1, exact mean 50 steps" in text
     assert "The deepest trap holds for 9e+06 steps on average (exact; m on {a, b} at T = 0.1), more than the budget" in text
@@ -225,9 +226,9 @@ def test_preprint_table_gives_each_ratio_range_from_the_cases_it_has():
                            "certified holding time": [5.0, 1.0, 10.0, 4.0, 0.0]})
     by_clique = pd.DataFrame({"clique": [2, 2, 4, 4], "sampler": ["k-site Gibbs", "independent parallel"] * 2,
                               "steps to mode": [2.0, 3.0, 2.0, 30.0]})
-    df = groundtruth.preprint_table(t, _holding(), by_clique, "smoke", 0.95)
+    df = ground_truth_page.preprint_table(t, _holding(), by_clique, "smoke", 0.95)
     col = "this run (smoke; a, b)"
-    assert list(df.columns) == ["diagnostic", groundtruth.PREPRINT, col]
+    assert list(df.columns) == ["diagnostic", ground_truth_page.PREPRINT, col]
     assert df[col].tolist() == [
         "exact t_mix / estimate: 0.4 - 2",                  # 10/12, 20/50, 8/4
         "exact t_mix / median hitting time: 0.5 - 5",

@@ -199,52 +199,6 @@ class LawComparison:
             return v
         return CANNOT
 
-    def exponent(self) -> str:
-        if not np.isfinite(self.p):
-            return "no power-law exponent (too few lengths with a median)"
-        return f"power-law exponent p = {self.p:.2f} (95% interval {self.p_low:.2f} to {self.p_high:.2f})"
-
-    def sentence(self, check=None) -> str:
-        """One sentence for the page (no final full stop), computed from the fields; with a design
-        check, a verdict the check does not let stand is downgraded to 'cannot tell' and says why."""
-        if self.best is None:
-            return f"cannot tell: {self.reason}"
-        v, p = self.verdict(), self.exponent()
-        if v == NONE:
-            slower = self.outside() == "slower"
-            return (f"none of the three laws: the {p} lies {'below 1' if slower else 'above 2'}, so the medians grow "
-                    f"{'more slowly than n' if slower else 'faster than n^2'}; of the three, an {self.best} law misses "
-                    f"them least ({self.best_model}, goodness of fit p = {self.gof_p:.1g})")
-        if v == CANNOT and self.margin < 0:
-            return (f"cannot tell: a power law fits the medians better than any of the three laws (AIC margin "
-                    f"{-self.margin:.1f} over the nearest, an {self.best} law as {self.best_model}); {p}; {self.reason}")
-        if v == CANNOT:
-            return (f"cannot tell: an {self.best} law ({self.best_model}) is ahead of {self.runner_up} by only "
-                    f"{self.margin:.1f} in AIC (less than {MODERATE:g}); {p}; {self.reason}")
-        claim = (f"an {self.best} law ({self.best_model}), {self.support} support (AIC margin {self.margin:.1f} over "
-                 f"{self.runner_up})")
-        if check is not None and self.reported(check) == CANNOT:
-            truth, count, reps = worst_false(check, v, strong=self.support == "strong")
-            named = f"{v} (strong)" if self.support == "strong" else v
-            return (f"cannot tell at this design: the medians point to {claim} but at these lengths and chains the "
-                    f"design check names {named} for a true {truth} in {count} of {reps} replicates; {p}")
-        s = f"{claim}; {p}"
-        if self.gof_p < 0.01:
-            s += (f"; but even this law misses the medians by more than their bootstrap errors allow (goodness of fit "
-                  f"p = {self.gof_p:.1g}): it is only the nearest of the models")
-        return s
-
-
-def caveat(lengths) -> str:
-    """What a fit over one range of lengths can say (no final full stop), for the chapter and findings."""
-    lo, hi = int(min(lengths)), int(max(lengths))
-    local = [1 + 1 / np.log(x) for x in (lo, hi)]
-    return (f"a one-range fit: the exponent p describes how the times grow between n = {lo} and {hi}, not as n goes "
-            f"to infinity; over this range an n log n law is locally a power law of exponent 1 + 1/ln n, "
-            f"{local[0]:.2f} at n = {lo} to {local[1]:.2f} at n = {hi}, and with an offset it can pass for a power law "
-            f"of nearby exponent, so a law is named only where it beats the other laws with a free offset (and n log n "
-            f"the power law) and the design check shows that verdict rarely given for a wrong truth")
-
 
 def _variances(m: np.ndarray, se: np.ndarray, reps: np.ndarray) -> np.ndarray:
     """The medians' variances for the fits. Per cell the larger of the bootstrap standard error and

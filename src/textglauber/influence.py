@@ -10,7 +10,8 @@ true suprema. With every state as a context and all of A as replacements they ar
 which the tests check on an enumerable chain.
 
 One context costs one batched pass over n x q x n masked rows (q replacements per site); the
-oscillation comes from the same scores, and alpha at every temperature too.
+oscillation comes from the same scores, and alpha at every temperature too. The chapter's
+sentences, plot and comparison with the preprint are in :mod:`textglauber.pages.bounds`.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import corpus, margins, models, reported, vocabulary
+from . import corpus, margins, models, vocabulary
 
 
 @dataclass
@@ -182,17 +183,6 @@ def run_models(mlms: list[dict], *, seq_len: int, n_contexts: int, top_k: int, e
             pd.concat(states, ignore_index=True), pd.DataFrame(gaps), described, notes)
 
 
-def plot_alpha(ax, alpha_all: pd.DataFrame) -> None:
-    """alpha-hat(T) per model on log axes, each model's T*-hat dotted, the line alpha = 1 dashed."""
-    for name, g in alpha_all.groupby("model", sort=False):
-        line, = ax.plot(g.temperature, g["alpha (lower bound)"], marker="o", label=name)
-        ax.axvline(g.t_star.iloc[0], color=line.get_color(), ls=":", lw=1)
-    ax.axhline(1.0, color="k", ls="--", lw=1)
-    ax.set_xscale("log"); ax.set_yscale("log")
-    ax.set_xlabel("temperature T"); ax.set_ylabel("alpha(T), lower bound")
-    ax.legend()
-
-
 def alpha_summary(alpha_all: pd.DataFrame, profile: str) -> pd.DataFrame:
     """Per model: T*-hat, the lowest temperature of the grid with alpha-hat < 1 and the t_mix the
     theorem would give there if alpha-hat were alpha (NaN where no temperature has it)."""
@@ -202,54 +192,6 @@ def alpha_summary(alpha_all: pd.DataFrame, profile: str) -> pd.DataFrame:
     summary["t_mix there if alpha-hat were alpha"] = below["t_mix if alpha-hat were alpha"]
     summary.insert(0, "profile", profile)
     return summary.reset_index()
-
-
-def alpha_sentences(alpha_all: pd.DataFrame) -> str:
-    """Per model: where alpha-hat >= 1 rules the theorem out, and where alpha-hat < 1 leaves it open
-    with the t_mix it would give at the lowest such temperature."""
-    lines = []
-    for name, g in alpha_all.groupby("model", sort=False):
-        fails = g.temperature[~g["alpha-hat < 1"]]
-        open_ = g.temperature[g["alpha-hat < 1"]]
-        s = f"{name}: "
-        if len(fails):
-            s += (f"alpha-hat >= 1, so the true alpha >= 1 and the theorem does not apply, at T = "
-                  f"{', '.join(f'{t:g}' for t in fails)}")
-        if len(open_):
-            row = g[g["alpha-hat < 1"]].iloc[0]
-            s += ("; " if len(fails) else "") + (
-                f"alpha-hat < 1 at T = {', '.join(f'{t:g}' for t in open_)}, where the condition is not established; "
-                f"at T = {row.temperature:g} the theorem would imply t_mix <= {row['t_mix if alpha-hat were alpha']:.0f} "
-                "steps if alpha-hat were the supremum")
-        lines.append(s + ".")
-    return " ".join(lines)
-
-
-def preprint_table(fits: dict, drift_all: pd.DataFrame, profile: str) -> pd.DataFrame:
-    """The preprint's T* and drift beside this run's, one row per model."""
-    rows = [{"source": "preprint (arXiv 2605.16378)", "model": "BERT (14-token sentence)", "T*": "about 10x the empirical fast T",
-             "drift min / median": "0.042 / 0.080 and 0.024 / 0.066", "share D > 0": "200 / 200 at both T"}]
-    for name, res in fits.items():
-        d = drift_all[drift_all.model == name]
-        rows.append({"source": f"this run, profile '{profile}'", "model": name, "T*": f"{res.t_star:.2f} (T*-hat, a lower bound)",
-                     "drift min / median": " and ".join(f"{a:.3f} / {b:.3f} (T={t:g})" for a, b, t in
-                                                        zip(d.min_drift, d.median_drift, d.temperature)),
-                     "share D > 0": " and ".join(f"{f:.0%}" for f in d.fraction_positive)})
-    return pd.DataFrame(rows)
-
-
-def preprint_sentences(fits: dict, drift_all: pd.DataFrame, *, seq_len: int, profile: str) -> str:
-    """In how many (model, temperature) cases the drift is positive at every sampled state, and
-    whether the models are the preprint's."""
-    pos = drift_all[drift_all.fraction_positive == 1.0]
-    lines = [f"In this run the drift is positive at every sampled boundary state in {len(pos)} of {len(drift_all)} "
-             "(model, temperature) cases" + (" (sampled states at the one level N = k: support for slow escape, "
-                                             "not a proof of it)." if len(pos) else ".")]
-    if not any(m in reported.RECTANGLE_MEAN_R for m in fits):
-        lines.append(f"None of the models of profile '{profile}' is BERT: the numbers measure the same quantities on other "
-                     f"models, on {seq_len}-token windows (the preprint used one 14-token sentence); BERT-family values "
-                     "need the `paper` profile.")
-    return " ".join(lines)
 
 
 def matrices_table(fits: dict) -> pd.DataFrame:

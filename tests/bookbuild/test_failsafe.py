@@ -223,16 +223,16 @@ def test_a_table_from_another_run_copied_in_is_refused_in_one_line(tmp_path):
 
 
 def test_the_crossover_chapter_reads_no_foreign_alpha_table(tmp_path):
-    from textglauber import crossover
+    from textglauber.pages import crossover as crossover_page
 
     out, _ = results.start_chapter(tmp_path, PROFILE, "bounds", seed=0)
     alpha = pd.DataFrame({"model": ["m"], "t_star": [2.0]})
     results.write_tables(out, {"alpha": alpha})
     results.write_manifest(out, parameters={"seq_len": 10}, models=[], seed=0, tables=["alpha"])
-    ok = crossover.tstar_line(out, "m", [(10, 1.5)], 8.0)
+    ok = crossover_page.tstar_line(out, "m", [(10, 1.5)], 8.0)
     assert "not read" not in ok
     alpha.assign(t_star=50.0).to_parquet(out / "alpha.parquet")
-    assert "not read: its bytes are not those" in crossover.tstar_line(out, "m", [(10, 1.5)], 8.0)
+    assert "not read: its bytes are not those" in crossover_page.tstar_line(out, "m", [(10, 1.5)], 8.0)
 
 
 # --------------------------------------------------------------------------- 5

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from textglauber import crossover
+from textglauber.pages import crossover as crossover_page
 
 KAPPA = 8.0
 TEMPS = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0]
@@ -79,7 +80,7 @@ def test_the_intervals_hold_the_point_threshold_and_beyond_the_grid_reads_as_inf
         assert r.low <= r.threshold <= r.high
     last = iv[iv.n == 48].iloc[0]
     assert np.isinf(last.threshold) and np.isinf(last.low)
-    text = crossover.boundary_interval_sentence(iv, KAPPA)
+    text = crossover_page.boundary_interval_sentence(iv, KAPPA)
     assert "n = 48: beyond the grid" in text and "The boundary rises" in text
 
 

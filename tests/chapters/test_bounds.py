@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from textglauber import exact, influence, margins
+from textglauber.pages import bounds as bounds_page
 
 
 def _direct_conditional_scores(lm, vocab_ids, x, i):
@@ -188,7 +189,7 @@ def test_alpha_summary_and_sentences_read_the_lowest_temperature_below_one():
                                      "t_mix there if alpha-hat were alpha"]
     assert summary.iloc[0].tolist() == ["a", "smoke", 2.5, 2.0, 123.4]
     assert summary.iloc[1, :3].tolist() == ["b", "smoke", 7.0] and summary.iloc[1, 3:].isna().all()
-    text = influence.alpha_sentences(_alpha_all())
+    text = bounds_page.alpha_sentences(_alpha_all())
     assert text == ("a: alpha-hat >= 1, so the true alpha >= 1 and the theorem does not apply, at T = 0.5; alpha-hat < 1 "
                     "at T = 2, where the condition is not established; at T = 2 the theorem would imply t_mix <= 123 steps "
                     "if alpha-hat were the supremum. b: alpha-hat >= 1, so the true alpha >= 1 and the theorem does not "
@@ -199,7 +200,7 @@ def test_alpha_plot_draws_each_model_and_its_t_star():
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
-    influence.plot_alpha(ax, _alpha_all())
+    bounds_page.plot_alpha(ax, _alpha_all())
     data = [line for line in ax.lines if line.get_label() in ("a", "b")]
     assert [list(line.get_ydata()) for line in data] == [[1.5, 0.4], [3.0, 1.2]]
     assert sorted(line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == ":") == [2.5, 7.0]
@@ -220,12 +221,12 @@ def test_bounds_preprint_table_and_sentences():
     fit = _fit(np.zeros((1, 2, 2)), [[0, 1.0], [0.5, 0]], [1.0])           # T* = max row sum / 2 = 0.5
     drift = pd.DataFrame({"model": "m", "temperature": [0.5, 1.0], "min_drift": [0.01, -0.02],
                           "median_drift": [0.05, 0.01], "fraction_positive": [1.0, 0.75]})
-    table = influence.preprint_table({"m": fit}, drift, "smoke")
+    table = bounds_page.preprint_table({"m": fit}, drift, "smoke")
     assert table.iloc[1].tolist() == ["this run, profile 'smoke'", "m", "0.50 (T*-hat, a lower bound)",
                                       "0.010 / 0.050 (T=0.5) and -0.020 / 0.010 (T=1)", "100% and 75%"]
-    text = influence.preprint_sentences({"m": fit}, drift, seq_len=12, profile="smoke")
+    text = bounds_page.preprint_sentences({"m": fit}, drift, seq_len=12, profile="smoke")
     assert text.startswith("In this run the drift is positive at every sampled boundary state in 1 of 2 (model, "
                            "temperature) cases (sampled states at the one level N = k")
     assert "None of the models of profile 'smoke' is BERT" in text and "on 12-token windows" in text
-    bert = influence.preprint_sentences({"bert-base-uncased": fit}, drift.iloc[1:], seq_len=12, profile="paper")
+    bert = bounds_page.preprint_sentences({"bert-base-uncased": fit}, drift.iloc[1:], seq_len=12, profile="paper")
     assert bert == "In this run the drift is positive at every sampled boundary state in 0 of 1 (model, temperature) cases."

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from textglauber import crossover
+from textglauber.pages import crossover as crossover_page
 
 LENGTHS = [6, 10, 16, 28, 48]
 TEMPS = [0.25, 0.5, 1.0, 1.5, 2.0, 3.0]
@@ -93,12 +94,12 @@ def test_tstar_is_compared_at_the_same_length_or_says_which():
     boundary = [(6, 0.5), (14, 1.0), (24, 2.0)]
     same = crossover.tstar_comparison(8.0, 14, boundary)
     assert same["same_n"] and same["fast"] == 1.0 and same["ratio"] == 8.0
-    assert "at the same length, n = 14" in crossover.tstar_sentence(same, "m", 9)
+    assert "at the same length, n = 14" in crossover_page.tstar_sentence(same, "m", 9)
     other = crossover.tstar_comparison(8.0, 20, boundary)
     assert not other["same_n"] and other["n"] == 24 and other["ratio"] == 4.0
-    assert "nearest" in crossover.tstar_sentence(other, "m", 9)
+    assert "nearest" in crossover_page.tstar_sentence(other, "m", 9)
     none = crossover.tstar_comparison(8.0, 14, [(14, float("inf"))])
-    assert "no temperature of the grid is fast" in crossover.tstar_sentence(none, "m", 9)
+    assert "no temperature of the grid is fast" in crossover_page.tstar_sentence(none, "m", 9)
 
 
 def test_fast_temperatures_need_three_fast_lengths():
@@ -110,26 +111,26 @@ def test_fast_temperatures_need_three_fast_lengths():
 # ------------------------------------------------------------------ the chapter's page
 def test_boundary_line_is_the_boundary_sentence_capitalized():
     boundary = [(6, 1.0), (10, 2.0), (16, float("inf"))]
-    line = crossover.boundary_line(boundary, 8)
-    assert line == "L" + crossover.boundary_sentence(boundary, 8)[1:]
+    line = crossover_page.boundary_line(boundary, 8)
+    assert line == "L" + crossover_page.boundary_sentence(boundary, 8)[1:]
     assert line.startswith("Lowest temperature from which") and "n = 16: no temperature of the grid" in line
     assert "rises" not in line and "falls" not in line     # a trend is read from the ranges only (issue 51)
 
 
 def test_cells_view_names_the_columns_for_the_page():
     cells = crossover.coupling_cells(_pairs(lambda T, n: c_of(T) * n * math.log(n), sweeps=60), kappa=8)
-    view = crossover.cells_view(cells, 8)
+    view = crossover_page.cells_view(cells, 8)
     assert {"median coupling time", "95% CI low", "95% CI high", "share censored", "8 n ln n"} <= set(view.columns)
     assert view["8 n ln n"].tolist() == cells["limit"].tolist()
     assert view["median coupling time"].equals(cells["median"])
 
 
 def test_model_sentence_says_whether_the_thresholds_describe_bert():
-    other = crossover.model_sentence("tiny-mlm", "tiny-mlm", "self", profile="smoke", trials=16, pairs=12)
+    other = crossover_page.model_sentence("tiny-mlm", "tiny-mlm", "self", profile="smoke", trials=16, pairs=12)
     assert other == ("Model: tiny-mlm with embedder self, profile 'smoke', 16 chains per (T, n) for the hitting times and "
                      "12 pairs per cell for coupling, against the preprint's 100 trials on BERT; the thresholds here "
                      "describe tiny-mlm, not BERT.")
-    bert = crossover.model_sentence("bert-base-uncased", "bert-base-uncased", "sentence:x", profile="paper", trials=100,
+    bert = crossover_page.model_sentence("bert-base-uncased", "bert-base-uncased", "sentence:x", profile="paper", trials=100,
                                     pairs=30)
     assert bert.endswith("against the preprint's 100 trials on BERT.")
 
@@ -140,7 +141,7 @@ def test_drift_plot_reads_the_temperature_nearest_one_and_the_last_record_within
     rows = [{"n": n, "temperature": T, "step": s, "mean_drift": s / (n * T), "median_drift": s / n, "q25": 0.0, "q75": s}
             for n in (4, 8) for T in (0.5, 1.25, 3.0) for s in (0, 10, 20, 30)]
     fig, axes = plt.subplots(1, 2)
-    crossover.plot_drift(axes, pd.DataFrame(rows), [0.5, 1.25, 3.0], fixed_t=25, delta=0.3)
+    crossover_page.plot_drift(axes, pd.DataFrame(rows), [0.5, 1.25, 3.0], fixed_t=25, delta=0.3)
     assert axes[0].get_title() == "T = 1.25"                          # |1.25 - 1| < |0.5 - 1|
     assert [line.get_label() for line in axes[0].lines[:2]] == ["n = 4", "n = 8"]
     assert list(axes[0].lines[1].get_xdata()) == [0, 10 / 8, 20 / 8, 30 / 8]

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from textglauber import growth
+from textglauber.pages import crossover as crossover_page
 
 REVIEW = [6, 10, 16, 28, 48]          # the outside review's design: 20 chains, budget 200 steps, cv 0.5
 
@@ -144,7 +145,7 @@ def test_named_laws_when_the_data_say_so():
     tau = np.ceil(0.05 * n ** 2.5 * np.exp(0.1 * rng.standard_normal(len(n))))
     r = growth.compare_laws(n, tau, np.zeros(len(n), bool), 1e6)
     assert r.verdict() == "none of the three" and r.p_low > 2
-    assert r.sentence().startswith("none of the three laws") and "faster than n^2" in r.sentence()
+    assert crossover_page.law_sentence(r).startswith("none of the three laws") and "faster than n^2" in crossover_page.law_sentence(r)
 
 
 def test_comparison_can_say_cannot_tell():
@@ -166,7 +167,7 @@ def test_comparison_can_say_cannot_tell():
     r = growth.compare_laws(n, tau, np.zeros(len(n), bool), 1e6)
     assert 1 < r.p_low <= 1.5 <= r.p_high < 2
     assert r.verdict() == "cannot tell" and r.runner_up == "C n^p" and r.power_margin > STRONG_BY_FAR
-    assert r.sentence().startswith("cannot tell: a power law fits the medians better than any of the three")
+    assert crossover_page.law_sentence(r).startswith("cannot tell: a power law fits the medians better than any of the three")
 
 
 STRONG_BY_FAR = 20
@@ -181,7 +182,7 @@ def test_verdict_is_none_of_the_three_when_the_exponent_excludes_them():
     r = growth.compare_laws(n, tau, np.zeros(len(n), bool), 1e6)
     assert r.best == "n" and r.p_high < 1 and r.gof_p < 0.01
     assert r.verdict() == "none of the three"
-    assert r.sentence().startswith("none of the three laws") and "more slowly than n" in r.sentence()
+    assert crossover_page.law_sentence(r).startswith("none of the three laws") and "more slowly than n" in crossover_page.law_sentence(r)
     # and a true n law is still named, though whole-step times may pull its exponent's interval just below 1
     for seed in range(5):
         rng = np.random.default_rng(seed)
@@ -248,11 +249,11 @@ def test_reliable_and_reported_downgrade_with_the_reason():
     r.support, r.best = "strong", "n log n"                # as if the medians had pointed there strongly
     r.p_low, r.p_high = 1.1, 1.3                           # (no 'none of the three')
     assert r.verdict() == "n log n" and r.reported(check) == "cannot tell" and r.reported(None) == "n log n"
-    s = r.sentence(check)
+    s = crossover_page.law_sentence(r, check)
     assert s.startswith("cannot tell at this design: the medians point to an n log n law")
     assert "n log n (strong) for a true n^1.5 in 12 of 50 replicates" in s and "95% interval 1.10 to 1.30" in s
     assert not s.endswith(".")
-    assert r.reported(_fake_check()) == "n log n" and not r.sentence(_fake_check()).startswith("cannot tell")
+    assert r.reported(_fake_check()) == "n log n" and not crossover_page.law_sentence(r, _fake_check()).startswith("cannot tell")
 
 
 def _design(profile):
@@ -276,7 +277,7 @@ def test_design_check_at_the_chapters_design(profile):
 
 
 def test_caveat_and_needed_range():
-    text = growth.caveat(REVIEW)
+    text = crossover_page.caveat(REVIEW)
     assert "n = 6 and 48" in text and "1.56" in text and "1.26" in text and not text.endswith(".")
     table = growth.needed_range(20, factors=(8,), replicates=3, n_boot=50)
     assert list(table.columns) == ["factor", "lengths", "n named", "n log n named", "replicates", "n reliable",

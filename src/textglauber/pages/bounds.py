@@ -1,12 +1,18 @@
-"""Chapter 2's headline on the findings page: the estimated T* per model (a lower bound on T*),
-set against the crossover chapter's lowest fast temperature at the same length."""
+"""Chapter 2's page (docs/science.md, chapter 2), apart from its computation in
+:mod:`textglauber.influence`: the plot of alpha-hat(T), the sentences on where the theorem is ruled
+out or left open, the comparison with the preprint; and the chapter's headline on the findings
+page: the estimated T* per model (a lower bound on T*), set against the crossover chapter's lowest
+fast temperature at the same length."""
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from .. import crossover, reported
 from ..tables import number
 from . import Headline
+from .crossover import tstar_sentence
 from .reading import esc, manifest, nowrap, table
 
 
@@ -35,9 +41,68 @@ def headline(folder: Path, root: Path, profile: str) -> Headline | None:
     else:
         seq_len = int((manifest(folder) or {}).get("parameters", {}).get("seq_len", 0))
         cmp = crossover.tstar_comparison(float(t_star[model]), seq_len, boundary)
-        details = esc(crossover.tstar_sentence(cmp, model, kappa)) + "."
+        details = esc(tstar_sentence(cmp, model, kappa)) + "."
     return Headline(verdict, details)
 
 
 def preprint() -> str:
     return esc(reported.BOUNDS["t_star_vs_empirical"]) + " (one 14-token sentence)."
+
+
+def plot_alpha(ax, alpha_all: pd.DataFrame) -> None:
+    """alpha-hat(T) per model on log axes, each model's T*-hat dotted, the line alpha = 1 dashed."""
+    for name, g in alpha_all.groupby("model", sort=False):
+        line, = ax.plot(g.temperature, g["alpha (lower bound)"], marker="o", label=name)
+        ax.axvline(g.t_star.iloc[0], color=line.get_color(), ls=":", lw=1)
+    ax.axhline(1.0, color="k", ls="--", lw=1)
+    ax.set_xscale("log"); ax.set_yscale("log")
+    ax.set_xlabel("temperature T"); ax.set_ylabel("alpha(T), lower bound")
+    ax.legend()
+
+
+def alpha_sentences(alpha_all: pd.DataFrame) -> str:
+    """Per model: where alpha-hat >= 1 rules the theorem out, and where alpha-hat < 1 leaves it open
+    with the t_mix it would give at the lowest such temperature."""
+    lines = []
+    for name, g in alpha_all.groupby("model", sort=False):
+        fails = g.temperature[~g["alpha-hat < 1"]]
+        open_ = g.temperature[g["alpha-hat < 1"]]
+        s = f"{name}: "
+        if len(fails):
+            s += (f"alpha-hat >= 1, so the true alpha >= 1 and the theorem does not apply, at T = "
+                  f"{', '.join(f'{t:g}' for t in fails)}")
+        if len(open_):
+            row = g[g["alpha-hat < 1"]].iloc[0]
+            s += ("; " if len(fails) else "") + (
+                f"alpha-hat < 1 at T = {', '.join(f'{t:g}' for t in open_)}, where the condition is not established; "
+                f"at T = {row.temperature:g} the theorem would imply t_mix <= {row['t_mix if alpha-hat were alpha']:.0f} "
+                "steps if alpha-hat were the supremum")
+        lines.append(s + ".")
+    return " ".join(lines)
+
+
+def preprint_table(fits: dict, drift_all: pd.DataFrame, profile: str) -> pd.DataFrame:
+    """The preprint's T* and drift beside this run's, one row per model."""
+    rows = [{"source": "preprint (arXiv 2605.16378)", "model": "BERT (14-token sentence)", "T*": "about 10x the empirical fast T",
+             "drift min / median": "0.042 / 0.080 and 0.024 / 0.066", "share D > 0": "200 / 200 at both T"}]
+    for name, res in fits.items():
+        d = drift_all[drift_all.model == name]
+        rows.append({"source": f"this run, profile '{profile}'", "model": name, "T*": f"{res.t_star:.2f} (T*-hat, a lower bound)",
+                     "drift min / median": " and ".join(f"{a:.3f} / {b:.3f} (T={t:g})" for a, b, t in
+                                                        zip(d.min_drift, d.median_drift, d.temperature)),
+                     "share D > 0": " and ".join(f"{f:.0%}" for f in d.fraction_positive)})
+    return pd.DataFrame(rows)
+
+
+def preprint_sentences(fits: dict, drift_all: pd.DataFrame, *, seq_len: int, profile: str) -> str:
+    """In how many (model, temperature) cases the drift is positive at every sampled state, and
+    whether the models are the preprint's."""
+    pos = drift_all[drift_all.fraction_positive == 1.0]
+    lines = [f"In this run the drift is positive at every sampled boundary state in {len(pos)} of {len(drift_all)} "
+             "(model, temperature) cases" + (" (sampled states at the one level N = k: support for slow escape, "
+                                             "not a proof of it)." if len(pos) else ".")]
+    if not any(m in reported.RECTANGLE_MEAN_R for m in fits):
+        lines.append(f"None of the models of profile '{profile}' is BERT: the numbers measure the same quantities on other "
+                     f"models, on {seq_len}-token windows (the preprint used one 14-token sentence); BERT-family values "
+                     "need the `paper` profile.")
+    return " ".join(lines)

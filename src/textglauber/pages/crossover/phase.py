@@ -1,7 +1,7 @@
-"""Page text of chapter 3's exact phase diagram: its sentences, views and figure, all read off the
-``phase_exact`` table, its verdicts (:func:`textglauber.phasegrid.verdicts`) and its coupling
-calibration. Nothing here computes a chain; every sentence is built from the rows it is given, so
-it holds on every profile.
+"""Page text of chapter 3's exact phase diagram (docs/science.md, chapter 3): its sentences, views
+and figure, all read off the ``phase_exact`` table, its verdicts
+(:func:`textglauber.phasegrid.verdicts`) and its coupling calibration. Nothing here computes a
+chain; every sentence is built from the rows it is given, so it holds on every profile.
 
 Two-token chains are chains of a model's conditionals restricted to two tokens per site, not of
 its free generation over the whole vocabulary: every sentence that reports them says so.
@@ -9,14 +9,9 @@ its free generation over the whole vocabulary: every sentence that reports them 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from .. import crossover, reported
-from . import Headline
-from .reading import esc, manifest, nowrap, table as read_table
 
 RESTRICTED = ("two-token chains (each site restricted to two tokens and the model's conditional renormalised "
               "over them), not the model's free generation over its whole vocabulary")
@@ -215,7 +210,7 @@ def plot(table: pd.DataFrame):
     model and design, log scales (unresolved and uncomputed cells left out)."""
     import matplotlib.pyplot as plt
 
-    from . import figures
+    from ... import figures
 
     groups = list(table.groupby(["model", "design"], sort=False))
     fig, axes = plt.subplots(len(groups), 2, figsize=(figures.WIDTH_IN, 2.3 * len(groups) + 0.6), squeeze=False)
@@ -241,57 +236,3 @@ def beside_preprint(table: pd.DataFrame, profile: str) -> str:
     return (f"The exact phase diagram above is computed on the {profile} profile for {models}, as {RESTRICTED}; "
             "the preprint's hitting and coupling times are measured on full-vocabulary chains of BERT-family models, "
             "so the two are set side by side as shapes, not as the same numbers.")
-
-
-# ------------------------------------------------------------------------- the findings page's row
-BOUNDARY_WORDS = {"rises": "it rises (the range at the longest length lies wholly above the one at the shortest)",
-                  "falls": "it falls (the range at the longest length lies wholly below the one at the shortest)",
-                  "cannot tell": "the ranges at the shortest and the longest length overlap, so whether it moves "
-                                 "cannot be told"}
-
-
-def headline(folder: Path, root: Path, profile: str) -> Headline | None:
-    """The exact phase diagram's verdict, then the simulated times' growth laws and boundary."""
-    m, fits = manifest(folder), read_table(folder, "law_fits")
-    if m is None or fits is None:
-        return None
-    par = m["parameters"]
-    exact, verdicts = read_table(folder, "phase_exact"), read_table(folder, "phase_verdicts")
-    factor = float(par["phase"]["linear_factor"]) if "phase" in par else float("nan")
-    have = exact is not None and verdicts is not None
-    verdict = esc(phase_verdict(verdicts, exact, factor)) if have else "No exact phase diagram in this run."
-    text = esc(phase_headline(verdicts, exact, factor)) if have else ""
-    delta = float(par["delta"])
-    main = fits[np.isclose(fits.delta, delta)]
-    text += (f" Growth law of the hitting times (δ = {delta:g}, budgets of {par['sweeps']:g} sweeps), by temperature: "
-             + "; ".join(f"T = {r['temperature']:g}: {esc(law_words(r))}" for r in main.to_dict("records")) + ".")
-    laws = read_table(folder, "coupling_law_fits")
-    if laws is not None and len(laws):
-        text += (" Growth law of the coupling times at the fast temperatures: "
-                 + "; ".join(f"T = {r['temperature']:g}: {esc(law_words(r))}" for r in laws.to_dict("records")) + ".")
-    elif laws is not None:
-        text += " No temperature was fast at three lengths, so no growth law of the coupling times was tested."
-    text += " " + esc(crossover.law_caveat(par["lengths"]))
-    intervals = read_table(folder, "boundary_intervals")
-    if intervals is not None and len(intervals):
-        text += (f" The coupling grid's fast/slow boundary (median coupling time within {float(par['fast_within']):g} "
-                 f"n ln n steps, budgets of {par['budget_sweeps']:g} sweeps), as bootstrap ranges from "
-                 f"n = {int(intervals.n.min())} to n = {int(intervals.n.max())}: "
-                 + esc(BOUNDARY_WORDS[crossover.boundary_verdict(intervals)]) + ".")
-    return Headline(verdict, (text + f" Model: {nowrap(par['model']['name'])}.").lstrip())
-
-
-def law_words(row: dict) -> str:
-    """A law-table row as the chapter reports it: the verdict that the design check lets stand, its
-    support, and the exponent's interval."""
-    verdict = row["reported"]
-    named = verdict not in ("cannot tell", "none of the three") and row["support"]
-    p = (f"power-law exponent p = {row['p']:.2f} [95% interval {row['p low']:.2f} to {row['p high']:.2f}]"
-         if np.isfinite(row["p"]) else "no exponent (too few lengths with a median)")
-    support = f" ({row['support']})" if named else ""
-    return f"{verdict}{support}, {p}"
-
-
-def preprint() -> str:
-    c = reported.CROSSOVER
-    return f"Hitting times fit {esc(c['fit'])}; the fast/slow boundary lies {esc(c['boundary'])}."

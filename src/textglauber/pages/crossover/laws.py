@@ -65,7 +65,7 @@ def law_sentence(c: LawComparison, check=None) -> str:
 
 
 def law_caveat(lengths) -> str:
-    """The fit caveat the chapter and the findings page both show (growth.caveat, as a sentence)."""
+    """The fit caveat the chapter and the findings page both show (:func:`caveat`, as a sentence)."""
     text = caveat(lengths)
     return text[0].upper() + text[1:] + "."
 

@@ -21,14 +21,14 @@ Packages (a concept with parts)
                    the site cache, storage and checkpoints, coupled pairs (read its docstring first)
 - ``bench``        the benchmark: timing, throughput, the metastable grid, the cost appendix's readers
 - ``build``        the book build: stamps, plan, execution, site, findings, results comparison
+- ``traps`` (5)    the traps chapter, one module per concept: the catalogue of recorded chains, the
+                   one trap finder, the escape engine, the quasi-potential, the fits, the escape section
 
 One module per concept of the preprint (chapter)
 - ``rectangle`` (1)                                   the rectangle incompatibility test
 - ``influence``, ``margins`` (2)                      influence, T*, score margins, drift
 - ``semantics``, ``coupling``, ``growth``, ``crossover`` (3)   hitting and coupling times, growth laws
 - ``topics`` (4)                                      topic scores and recurrent basins
-- ``traps``, ``trapsearch`` (5)                       metastable windows; states a chain is slow to leave
-- ``escape``, ``arrhenius`` (5)                       escape times from perfect traps by jumps; their Arrhenius section
 - ``exact``, ``groundtruth``, ``ising`` (6)           exact chains by enumeration, diagnostics beside them, Li et al.'s Ising
 - ``train_mlm``, ``standins``                         the offline English MLM; the paper profile's local stand-ins
 """

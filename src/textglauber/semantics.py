@@ -215,7 +215,7 @@ def censored_median(tau: np.ndarray, censored: np.ndarray, budget: float, seed: 
     the median is reported only while fewer than half the runs are censored.
 
     Every run here is censored at the same budget, after every observed time, so this is the
-    Kaplan-Meier median (survival.km_medians, midpoint convention); bootstrap replicates in which
+    Kaplan-Meier median (traps.fits.km_medians, midpoint convention); bootstrap replicates in which
     half or more are censored read as the budget, a lower bound."""
     from .stats import bootstrap_ci
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from textglauber import trapsearch
+from textglauber.traps import finder
 from textglauber.bench import measure, metastable, read
 from textglauber.bench.__main__ import main
 
@@ -203,7 +203,7 @@ def test_metastable_grid_writes_every_mode_per_cell(tmp_path):
     assert not (tmp_path / "metastable-cpu.partial.csv").exists()
     cells = df.groupby(["start", "temperature"])
     assert len(cells) == 3 and all(sorted(g["mode"]) == sorted(metastable.METASTABLE_MODES) for _, g in cells)
-    assert set(df[df.start == "perfect trap"].temperature) == {trapsearch.TRAP_TEMPERATURE}
+    assert set(df[df.start == "perfect trap"].temperature) == {finder.TRAP_TEMPERATURE}
     by = df.set_index(["start", "temperature", "mode"])
     assert (df[df["mode"] == "plain"].passes_per_step == 1).all() and (df[df["mode"] == "plain"].speedup == 1).all()
     assert (df[df["mode"] == "memo"].passes_per_step <= 1).all()

@@ -15,7 +15,7 @@ import pytest
 import torch
 import transformers
 
-from textglauber import arrhenius, models, trapsearch
+from textglauber import models, traps
 from textglauber import profile as P
 from textglauber.bookbuild import preflight as build_preflight
 from textglauber.bookbuild import stamps
@@ -283,13 +283,13 @@ def test_the_trap_search_passes_over_no_fixed_point_and_nothing_else():
     point is passed over, as before."""
     gen = torch.Generator().manual_seed(0)
     with pytest.raises(RuntimeError, match="must match the size of tensor b"):
-        arrhenius.find_traps(_Broken(), 2, 3, gen)
+        traps.find_traps(_Broken(), 2, 3, gen)
     with pytest.raises(RuntimeError, match="must match the size of tensor b"):
-        trapsearch.deep_traps(_Broken(), 2, 3, gen, batches=2)
-    assert arrhenius.find_traps(_Flipping(), 2, 3, gen) == []
-    with pytest.raises(trapsearch.NoFixedPoint):
-        trapsearch.deep_traps(_Flipping(), 2, 3, gen, batches=2)
-    assert issubclass(trapsearch.NoFixedPoint, RuntimeError)
+        traps.deep_traps(_Broken(), 2, 3, gen, batches=2)
+    assert traps.find_traps(_Flipping(), 2, 3, gen) == []
+    with pytest.raises(traps.NoFixedPoint):
+        traps.deep_traps(_Flipping(), 2, 3, gen, batches=2)
+    assert issubclass(traps.NoFixedPoint, RuntimeError)
 
 
 # --------------------------------------------------------------------------- chapter 3's phase models (issue 51)

@@ -1,14 +1,17 @@
 """Escape from perfect traps (chapter 5's Arrhenius section): escape times by superbasin exits and
 single jumps against exact exit times of enumerated chains (out to 1e99 steps), an engine run at
 the wrong temperature caught by the same check, the event budget and the row memo, and the
-section's protocol and words. The statistics themselves: test_survival.py."""
+section's protocol and words. The statistics themselves: test_fits.py."""
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from textglauber import escape, exact, survival, trapsearch
+from textglauber import exact, traps
+from textglauber.pages import traps as traps_page
+from textglauber.traps import escape, finder
+from textglauber.traps.fits import mean_interval
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +59,7 @@ def test_single_jumps_alone_match_too(enumerated, k, T):
     want = escape.exact_escape(chain, x, k)
     run = escape.escape_times(enumerated, torch.as_tensor(chain.states[x]), k, T, 400, math.inf, seed=11,
                               basin_cap=1)
-    mean, lo, hi = survival.mean_interval(run.times, LEVEL)
+    mean, lo, hi = mean_interval(run.times, LEVEL)
     assert not run.censored.any()
     assert lo <= want["mean"] <= hi, (want, mean, lo, hi)
     assert run.moves.mean() > 3 and run.basin_states == 1
@@ -83,20 +86,20 @@ def test_a_wrong_engine_is_caught(enumerated):
         x = _deepest(chain)
         want = escape.exact_escape(chain, x, k)["mean"]
         run = escape.escape_times(enumerated, torch.as_tensor(chain.states[x]), k, 1.3 * T, 400, math.inf, seed=7)
-        mean, lo, hi = survival.mean_interval(run.times, LEVEL)
+        mean, lo, hi = mean_interval(run.times, LEVEL)
         assert not run.censored.any() and not lo <= want <= hi, (k, want, mean, lo, hi)
         test = escape.distribution_test(run.times, *escape.exact_exit_law(chain, x, k))
         assert test["chi2 p"] < 1 - LEVEL, (k, test)
 
 
 def test_k1_is_the_one_state_holding_time(small_scorer):
-    """holding_times (n rows of a state) equals trapsearch.holding_steps (the exact conditionals),
+    """holding_times (n rows of a state) equals finder.holding_steps (the exact conditionals),
     and the first escape (k = 1) of many chains has that mean; temperatures_for inverts it."""
-    x = trapsearch.perfect_trap(small_scorer, small_scorer.vocab.ids[torch.tensor([[0, 1, 2, 0, 1]])])[0]
+    x = finder.coordinate_ascent(small_scorer, small_scorer.vocab.ids[torch.tensor([[0, 1, 2, 0, 1]])])[0]
     rows = escape.site_scores(small_scorer, x)
     Ts = [0.3, 0.6, 1.0]
     h = escape.holding_times(rows, x, small_scorer.vocab, Ts)
-    want = np.concatenate([trapsearch.holding_steps(small_scorer, x[None], T) for T in Ts])
+    want = np.concatenate([finder.holding_steps(small_scorer, x[None], T) for T in Ts])
     assert np.allclose(h, want, rtol=1e-9)
     back = escape.temperatures_for(rows, x, small_scorer.vocab, h)
     assert np.allclose(back, Ts, rtol=1e-6)
@@ -110,7 +113,7 @@ def test_temperatures_reach_below_the_first_bracket_for_a_tiny_margin(small_scor
     """A state whose rows are scaled down 1000-fold (a margin 1000 times smaller) needs temperatures
     below 1e-3 for a holding time of 1e9 steps: they are found, and the holding time there is the
     target; a target no temperature reaches raises."""
-    x = trapsearch.perfect_trap(small_scorer, small_scorer.vocab.ids[torch.tensor([[0, 1, 2, 0, 1]])])[0]
+    x = finder.coordinate_ascent(small_scorer, small_scorer.vocab.ids[torch.tensor([[0, 1, 2, 0, 1]])])[0]
     rows = escape.site_scores(small_scorer, x) / 1000
     Ts = escape.temperatures_for(rows, x, small_scorer.vocab, [1e3, 1e9])
     assert Ts[1] < 1e-3
@@ -122,7 +125,7 @@ def test_temperatures_reach_below_the_first_bracket_for_a_tiny_margin(small_scor
 def test_margin_is_the_smallest_score_gap(small_scorer):
     from textglauber import margins
 
-    x = trapsearch.perfect_trap(small_scorer, small_scorer.vocab.ids[torch.tensor([[2, 1, 0, 0]])])[0]
+    x = finder.coordinate_ascent(small_scorer, small_scorer.vocab.ids[torch.tensor([[2, 1, 0, 0]])])[0]
     rows = escape.site_scores(small_scorer, x)
     assert escape.margin(rows, x, small_scorer.vocab) == pytest.approx(margins.score_gaps(small_scorer, x[None]).min(),
                                                                        rel=1e-5)
@@ -149,7 +152,7 @@ def test_the_event_budget_censors_and_the_row_memo_changes_no_draw(small_scorer)
     """A chain stopped by the event budget is censored at the step of its last event, with no more
     events than the budget; a RowMemo gives the same times and asks the model for fewer rows across
     temperatures; the same seed gives the same times."""
-    x = trapsearch.perfect_trap(small_scorer, small_scorer.vocab.ids[torch.tensor([[0, 1, 2, 0, 1, 2]])])[0]
+    x = finder.coordinate_ascent(small_scorer, small_scorer.vocab.ids[torch.tensor([[0, 1, 2, 0, 1, 2]])])[0]
     memo = escape.RowMemo(small_scorer)
     runs = [escape.escape_times(memo, x, 3, T, 20, 1e9, seed=1, max_jumps=3) for T in (0.4, 0.6)]
     plain = escape.escape_times(small_scorer, x, 3, 0.6, 20, 1e9, seed=1, max_jumps=3)
@@ -169,13 +172,11 @@ def test_bad_escape_distance():
 
 def test_the_section_protocol_sets_each_traps_holding_times_and_counts_its_cost(full_scorer):
     """measure_model on the tiny MLM: each trap's temperatures put its exact holding time (checked
-    by trapsearch.holding_steps, whose rows come from other batches: float32 scores differ in the last digits,
+    by finder.holding_steps, whose rows come from other batches: float32 scores differ in the last digits,
     and 1/T amplifies that to about 1e-3 in the holding time) at the log-spaced targets; every cell reports its rows and moves."""
-    from textglauber import arrhenius
-
     p = {"seq_len": 6, "traps": 2, "chains": 6, "distances": [1, 2], "holding_decades": [2.0, 4.0],
          "temperatures": 3, "horizon": 1e8, "max_moves": 30}
-    cells, fits, pre = arrhenius.measure_model(full_scorer, "tiny", p, torch.Generator().manual_seed(0), str)
+    cells, fits, pre = traps.measure_model(full_scorer, "tiny", p, torch.Generator().manual_seed(0), str)
     assert len(fits) == 2 * cells.trap.nunique() and len(cells) == 3 * len(fits) and len(pre) == cells.trap.nunique()
     k1 = fits[fits.k == 1]
     assert np.allclose(k1.predicted_exponent, k1.margin, atol=1e-6) and (fits.medians <= 3).all()
@@ -184,7 +185,7 @@ def test_the_section_protocol_sets_each_traps_holding_times_and_counts_its_cost(
     assert (pre.temperature == 1.0).all() and (pre.k == 2).all()
     for (j, T), g in cells.groupby(["trap", "temperature"]):
         x = torch.tensor(eval(g.text.iloc[0].replace("tensor", "")))
-        assert trapsearch.holding_steps(full_scorer, x[None], T)[0] == pytest.approx(g["one-state holding time"].iloc[0],
+        assert finder.holding_steps(full_scorer, x[None], T)[0] == pytest.approx(g["one-state holding time"].iloc[0],
                                                                                    rel=5e-3)
     assert sorted(np.round(np.log10(cells[cells.trap == 0]["one-state holding time"].unique()), 6)) == [2, 3, 4]
     assert (cells.moves > 0).all() and cells["rows scored"].sum() > 0
@@ -194,7 +195,6 @@ def test_headline_counts_by_hand():
     """Fits with fewer than three medians enter no range or count (the 2-median fit of trap 1 at
     k = 2 has a slope, and it is left out); k = 1 is set against the margin, which is V_1 there, and
     k > 1 against the predicted exponent (the wells' value where the case says several wells)."""
-    from textglauber import arrhenius
     import pandas as pd
 
     cells = pd.DataFrame({"model": ["a"] * 4, "trap": [0, 0, 1, 1], "median": [10.0, 1e7, np.inf, 100.0]})
@@ -205,20 +205,20 @@ def test_headline_counts_by_hand():
                          "exponent case": ["one well", "one well", "one well", "one well", "several wells"],
                          "fit p": [0.5, np.nan, 0.001, np.nan, 0.2], "line holds": [True, False, False, False, True],
                          "one-state slope": [2.1, 2.1, 2.5, 2.5, 2.5]})
-    h = arrhenius.headline(cells, fits)
+    h = traps.escape_counts(cells, fits)
     assert (h["finite"], h["lowest"], h["highest"], h["tested"], h["holds"], h["too_few"]) == (3, 10.0, 1e7, 3, 2, 2)
     assert h["k1_ratio"] == [1.0, 1.2] and h["deeper_ratio"] == [pytest.approx(5 / 5.2), pytest.approx(5 / 5.2)]
     assert h["k1_against"] == {"fits": 2, "slope above": 1, "inside": 1, "slope below": 0}
     assert h["deeper_against"] == {"fits": 1, "slope above": 0, "inside": 1, "slope below": 0}
     assert h["several_wells"] == 1 and h["unfinished"] == 0
-    words = arrhenius.summary(h)
+    words = traps_page.summary(h)
     assert "6.0 orders of magnitude" in words and "in 2 of the other 3" in words and "2 have fewer than 3 medians" in words
     assert "the margin lies inside the slope's 95% interval in 1 of 2 fits, below it in 1, above it in 0" in words
     assert "checks the sampler" in words and "saddle" not in words and "energy" not in words
     assert h["one_state_ratio"] == [1.0, pytest.approx(1.05)] and "up to 5% above its limit" in words
-    close = arrhenius.summary(arrhenius.headline(cells, fits.assign(**{"one-state slope": fits.margin * 1.003})))
+    close = traps_page.summary(traps.escape_counts(cells, fits.assign(**{"one-state slope": fits.margin * 1.003})))
     assert "already close to its limit" in close and "not yet asymptotic" not in close
-    table = arrhenius.fit_table(fits.assign(model="a", trap=0, path=""))
+    table = traps_page.fit_table(fits.assign(model="a", trap=0, path=""))
     assert list(table["slope (95% interval)"])[1] == "too few (1 medians)" and np.isnan(table["slope / predicted"][3])
 
 
@@ -261,10 +261,9 @@ def test_growth_runs_per_length_and_says_what_it_found(full_scorer):
     (a path out starts with a move that costs at least the margin), rows counted, chains only at the
     check lengths; the words name a lower bound as one and compute the growth from the table."""
     import pandas as pd
-    from textglauber import arrhenius
 
     g = {"lengths": [6, 9], "traps": 2, "max_states": 60, "check_lengths": [6], "temperature": 0.5, "chains": 6}
-    gr = arrhenius.growth(full_scorer, "tiny", g, {"horizon": 1e12, "max_moves": 50}, torch.Generator().manual_seed(1))
+    gr = traps.escape_growth(full_scorer, "tiny", g, {"horizon": 1e12, "max_moves": 50}, torch.Generator().manual_seed(1))
     assert list(gr.n) == [6, 9] and list(gr.k) == [2, 3]
     assert (gr.predicted_exponent >= gr.margin - 1e-9).all() and (gr.rows_scored >= 0).all()
     assert np.isfinite(gr["median"].iloc[0]) or gr.censored.iloc[0] > 0.5
@@ -273,7 +272,7 @@ def test_growth_runs_per_length_and_says_what_it_found(full_scorer):
                          "exponent": [1.0, 2.0, np.nan], "exponent case": ["one well", "one well", "unfinished"],
                          "rows_scored": [10, 200, 9000], "temperature": [0.5] * 3,
                          "median": [100.0, 1000.0, np.nan]})
-    words = arrhenius.growth_sentence(hand)
+    words = traps_page.growth_sentence(hand)
     assert "n = 32: at least 3.5" in words and "scored 10 to 9000 rows" in words
     assert "from 1 to 2, a factor of 2.00 against 2.0 in n" in words
     assert f"a change of {math.log(10):.2f} in its log, where the exponents predict 2.00" in words

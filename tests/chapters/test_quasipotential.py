@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from textglauber import escape, exact, quasipotential as qp, trapsearch
+from textglauber import exact
+from textglauber.traps import escape, finder
+from textglauber.traps import quasipotential as qp
 from textglauber.engine import superbasin
 from textglauber.vocabulary import AllowedVocab
 
@@ -135,7 +137,7 @@ def test_v1_is_the_margin(full_scorer):
     gen = torch.Generator().manual_seed(3)
     starts = full_scorer.vocab.ids[torch.randint(full_scorer.vocab.size, (6, 6), generator=gen)]
     memo = escape.RowMemo(full_scorer)
-    for x in trapsearch.perfect_trap(full_scorer, starts)[:3]:
+    for x in finder.coordinate_ascent(full_scorer, starts)[:3]:
         rows = escape.site_scores(memo, x)
         b1, b2 = qp.barrier(memo, x, 1), qp.barrier(memo, x, 2)
         assert b1.value == pytest.approx(escape.margin(rows, x, full_scorer.vocab), abs=1e-6)

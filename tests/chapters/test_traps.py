@@ -5,6 +5,7 @@ import torch
 
 from textglauber import engine, exact, margins, traps, vocabulary
 from textglauber.engine import ChainRun, ChainSpec
+from textglauber.pages import traps as traps_page
 
 
 def _walk(rng, steps, d=16):
@@ -232,31 +233,31 @@ def test_recording_notes_count_the_intervals_that_held_two_moves():
     # two chains, four intervals each: chain 0 changes 2, 0, 1, 3 positions; chain 1 changes 0, 0, 2, 1
     states = np.array([[[1, 1, 1], [1, 1, 1]], [[2, 2, 1], [1, 1, 1]], [[2, 2, 1], [1, 1, 1]],
                        [[2, 2, 3], [4, 4, 1]], [[5, 5, 5], [4, 4, 2]]])
-    notes = traps.recording_notes(_run(states, every=5), record_every=5, threshold=0.001, window=100)
+    notes = traps_page.recording_notes(_run(states, every=5), record_every=5, threshold=0.001, window=100)
     assert notes[0] == ("Recorded every 5 steps; a window is quiet when its mean drift per step is below 0.001 over 100 "
                         "steps. The preprint's threshold of 0.12 comes without the number of steps its drift spans; "
                         "0.001 per step is 0.12 per 120 steps.")
     assert len(notes) == 2 and notes[1].startswith("Between consecutive records, 38% of the intervals")   # 3 of 8
     assert notes[1].endswith("trap edges are known to 5 steps.")
-    single = traps.recording_notes(_run(states), record_every=1, threshold=0.01, window=10)
+    single = traps_page.recording_notes(_run(states), record_every=1, threshold=0.01, window=10)
     assert len(single) == 1 and single[0].startswith("Recorded every 1 step;")
 
 
 def test_chains_to_show_put_the_most_trapped_first():
     cat = pd.DataFrame({"chain": [5, 5, 5, 2, 2, 7]})
-    assert traps.chains_to_show(cat, 8) == [5, 2, 0, 1]
-    assert traps.chains_to_show(pd.DataFrame({"chain": [1]}), 8) == [1, 0, 2, 3]
-    assert traps.chains_to_show(cat.iloc[:0], 3) == [0, 1, 2]
-    assert traps.chains_to_show(pd.DataFrame({"chain": [2, 0]}), 3) == [2, 0, 1]
+    assert traps_page.chains_to_show(cat, 8) == [5, 2, 0, 1]
+    assert traps_page.chains_to_show(pd.DataFrame({"chain": [1]}), 8) == [1, 0, 2, 3]
+    assert traps_page.chains_to_show(cat.iloc[:0], 3) == [0, 1, 2]
+    assert traps_page.chains_to_show(pd.DataFrame({"chain": [2, 0]}), 3) == [2, 0, 1]
 
 
 def test_cut_by_run_and_the_sentence_on_traps_cut_short():
     cat = pd.DataFrame({"censored": [True, True, False, False, False], "present at step 0": [True, False, True, False, False]})
-    plot = cat.assign(**{"cut by the run": cat.apply(traps.cut_by_run, axis=1)})
+    plot = cat.assign(**{"cut by the run": cat.apply(traps_page.cut_by_run, axis=1)})
     assert plot["cut by the run"].tolist() == ["from step 0 to the end", "still trapped at the end", "present at step 0",
                                                "inside the run", "inside the run"]
-    assert set(plot["cut by the run"]) <= set(traps.CUT_MARKERS)
-    assert traps.cut_sentence(plot) == ("3 of 5 traps were cut short by the run (2 still trapped at the end, 2 present at "
+    assert set(plot["cut by the run"]) <= set(traps_page.CUT_MARKERS)
+    assert traps_page.cut_sentence(plot) == ("3 of 5 traps were cut short by the run (2 still trapped at the end, 2 present at "
                                         "step 0): their durations are lower bounds.")
 
 
@@ -267,7 +268,7 @@ def test_trap_plots_mark_each_trap_and_each_kind_of_cut():
     pc = np.random.default_rng(0).normal(size=(10, 3, 2))
     cat = pd.DataFrame({"chain": [1, 1], "start": [10, 30], "end": [20, 45]})
     fig, axes = plt.subplots(1, 2)
-    traps.plot_paths(axes, pc, steps, cat, [1, 2])
+    traps_page.plot_paths(axes, pc, steps, cat, [1, 2])
     heavy = [line for line in axes[0].lines if line.get_linewidth() == 2.5]
     assert [list(line.get_xdata()) for line in heavy] == [list(pc[2:5, 1, 0]), list(pc[6:10, 1, 0])]
     assert axes[1].get_title() == "chain 2" and not [line for line in axes[1].lines if line.get_linewidth() == 2.5]
@@ -276,13 +277,13 @@ def test_trap_plots_mark_each_trap_and_each_kind_of_cut():
                          "duration": [100, 300], "mean gap": [2.0, -0.5], "cut by the run": ["inside the run",
                                                                                             "present at step 0"]})
     fig, axes = plt.subplots(1, 2)
-    handles = traps.plot_durations(axes, plot)
+    handles = traps_page.plot_durations(axes, plot)
     assert [h.get_label() for h in handles] == ["perfect", "approximate", "inside the run", "present at step 0"]
     assert [h.get_marker() for h in handles[2:]] == ["o", "s"]
     assert axes[0].get_xscale() == "log" and axes[1].get_yscale() == "log"
     plt.close(fig)
     fig, axes = plt.subplots(1, 2)
-    traps.plot_durations(axes, plot.iloc[1:])
+    traps_page.plot_durations(axes, plot.iloc[1:])
     assert [t.get_text() for t in axes[0].texts] == ["no perfect trap"]
     plt.close(fig)
 

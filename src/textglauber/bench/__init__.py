@@ -27,7 +27,7 @@ depend on them); AntiBERTy and rxnfp BERT are the real packaged models.
 
 The metastable grid (:mod:`.metastable`) runs the same chains through the engine's modes
 ``plain``, ``memo``, ``jump`` and ``auto``, from burned-in states and from perfect traps
-(:mod:`textglauber.trapsearch`), and reads its targets as ratios to plain in one run.
+(:mod:`textglauber.traps.finder`), and reads its targets as ratios to plain in one run.
 
 Modules: :mod:`.measure` (memory, stolen CPU time, interleaved timing, paired ratios),
 :mod:`.throughput`, :mod:`.metastable`, :mod:`.read` (the tables read back for the cost appendix

@@ -4,7 +4,7 @@
 It reports chain-steps per second, passes (scored rows) per chain-step and the no-op share (steps
 that leave the state as it was) at each temperature, from states burned in at that temperature
 and from perfect traps at T = 0.25: states whose every site is its argmax and that the chain
-stays in (:func:`textglauber.trapsearch.deep_traps`, at least ``TRAP_HOLD`` steps expected). Its
+stays in (:func:`textglauber.traps.finder.deep_traps`, at least ``TRAP_HOLD`` steps expected). Its
 targets are ratios to plain in one run (:func:`metastable_targets`); where most steps change
 nothing it reports a ceiling instead (:func:`row_bounds`)."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .. import models as M
 from .. import provenance, vocabulary
 from ..device import pick_device, pick_dtype
 from ..engine import ChainSpec, run
-from ..trapsearch import TRAP_TEMPERATURE, deep_traps
+from ..traps.finder import TRAP_TEMPERATURE, deep_traps
 from . import cache
 from .measure import SEED, paired_median, paired_quartiles, time_interleaved
 
@@ -226,7 +226,7 @@ def metastable_grid(models_wanted, lengths, temperatures, *, chains: int = 16, s
                     on_cell=None, near_one_rounds: int = NEAR_ONE_ROUNDS) -> pd.DataFrame:
     """chain-steps per second of each engine mode on each (model, n, T), from random states burned
     in for ``burn`` plain steps at that temperature, and (``trap``) from perfect traps at
-    T = 0.25 (:func:`~textglauber.trapsearch.deep_traps`: argmax fixed points whose exact expected
+    T = 0.25 (:func:`~textglauber.traps.finder.deep_traps`: argmax fixed points whose exact expected
     holding time is at least ``TRAP_HOLD`` steps, the window over which chapter 5 detects a trap;
     the rows say how many distinct traps the chains start from and how long they hold). An argmax
     fixed point need not trap: of the 14 that ascent reached from 16 random starts on the trained

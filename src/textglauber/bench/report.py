@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..trapsearch import TRAP_HOLD, TRAP_TEMPERATURE
+from ..traps.finder import TRAP_HOLD, TRAP_TEMPERATURE
 from .metastable import HIGH_NOOP_SHARE
 from .read import cut_cells, grid_coverage
 

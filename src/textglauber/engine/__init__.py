@@ -34,7 +34,7 @@ the token already there. The modes differ in how much of that work they skip:
 
 The superbasin move (:mod:`.superbasin`) is the jump's counterpart for a set of states: the exact
 first exit from a set S in one draw, by doubling the chain restricted to S; chapter 5's escape
-times (:mod:`textglauber.escape`) use it where chains flicker among a trap and its neighbours.
+times (:mod:`textglauber.traps.escape`) use it where chains flicker among a trap and its neighbours.
 
 Coupled pairs (:mod:`.pairs`, :func:`couple`) run the same modes: both members update the same
 site from a maximal coupling of their two conditionals, and a pair is a unit of the same jump

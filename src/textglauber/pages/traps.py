@@ -1,11 +1,19 @@
-"""Chapter 5's row on the findings page: the trap catalogue of the long chains, escape from
-perfect traps (:func:`textglauber.arrhenius.summary`) and escape against length
-(:func:`textglauber.arrhenius.growth_sentence`), as the chapter words them."""
+"""Chapter 5's page text (docs/science.md, chapter 5): the words, views and plots of the trap
+catalogue (:mod:`textglauber.traps.catalogue`) and of the escape section
+(:mod:`textglauber.traps.escape_section`), the preprint's trap figures as the chapter's comparison
+table shows them (:func:`preprint_row`, from :data:`textglauber.reported.TRAPS`), and the chapter's
+row on the findings page (:func:`headline`): the catalogue of the long chains, escape from perfect
+traps (:func:`summary`) and escape against length (:func:`growth_sentence`), as the chapter words them."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from .. import reported
+from ..traps import MIN_MEDIANS, escape_counts, vacuous
 from . import Headline
 from .reading import esc, manifest, nowrap, table
 
@@ -20,8 +28,6 @@ def headline(folder: Path, root: Path, profile: str) -> Headline | None:
     cat = table(folder, "traps")
     if cat is None or not len(cat):
         return Headline(f"{run}: no trap.", (escape(folder) + growth(folder)).lstrip())
-    from ..traps import vacuous
-
     perfect = int((cat.type == "perfect").sum())
     counted = f"{run}: {len(cat)} traps, {perfect} perfect ({perfect / len(cat):.0%})"
     text = f"{counted}, mean duration {cat.duration.mean():,.0f} steps ({cat.duration.min():,} to {cat.duration.max():,})"
@@ -38,24 +44,31 @@ def headline(folder: Path, root: Path, profile: str) -> Headline | None:
 
 
 def growth(folder: Path) -> str:
-    """Escape against length (:func:`textglauber.arrhenius.growth_sentence`, as the chapter prints it)."""
+    """Escape against length (:func:`growth_sentence`, as the chapter prints it)."""
     gr = table(folder, "escape_growth")
     if gr is None or not len(gr):
         return ""
-    from ..arrhenius import growth_sentence
-
     return " " + esc(growth_sentence(gr))
 
 
 def escape(folder: Path) -> str:
-    """The escape section's words (:func:`textglauber.arrhenius.summary`, as the chapter prints them)."""
+    """The escape section's words (:func:`summary`, as the chapter prints them)."""
     cells, fits = table(folder, "escape_cells"), table(folder, "escape_fits")
     if cells is None or fits is None or not len(cells):
         return ""
-    from ..arrhenius import headline as escape_headline, summary
-
-    h = escape_headline(cells, fits)
+    h = escape_counts(cells, fits)
     return f" Escape from perfect traps by exact superbasin exits and jumps ({esc(', '.join(h['models']))}): " + esc(summary(h))
+
+
+def preprint_row() -> dict:
+    """The preprint's traps (:data:`textglauber.reported.TRAPS`) as a row of the chapter's comparison
+    table, beside this run's: its margin bound is vacuous for every perfect trap."""
+    t = reported.TRAPS
+    lo, hi = t["duration_range"]
+    return {"chains x steps": f"{t['chains']} x {t['steps']:,}", "traps": t["traps"],
+            "mean duration": t["mean_duration"], "duration range": f"{lo:,} - {hi:,}", "perfect": t["perfect"],
+            "approximate": t["approximate"],
+            "perfect traps where the bound is vacuous": f"{t['perfect']} of {t['perfect']}"}
 
 
 def preprint() -> str:
@@ -64,3 +77,261 @@ def preprint() -> str:
     return (f"{nowrap('bert-base-uncased')}, {t['chains']} chains x {t['steps']:,} steps: {t['traps']} traps, {t['perfect']} "
             f"perfect ({t['perfect'] / t['traps']:.0%}), mean duration {t['mean_duration']:,} steps ({lo:,} to {hi:,}). "
             f"The margin bound is vacuous (an escape time below one step) for all {t['perfect']} perfect traps.")
+
+
+# ----------------------------------------------------------------------------- the trap catalogue
+def recording_notes(run, *, record_every: int, threshold: float, window: int) -> list[str]:
+    """What the recording interval means for the detector: the window and threshold in steps, the
+    preprint's threshold in the same units and, when records are more than a step apart, how often
+    an interval between records held two or more moves."""
+    notes = [f"Recorded every {record_every} step{'s' if record_every > 1 else ''}; a window is quiet when its mean "
+             f"drift per step is below {threshold:g} over {window} steps. The preprint's threshold of 0.12 comes "
+             f"without the number of steps its drift spans; {threshold:g} per step is 0.12 per {0.12 / threshold:.3g} steps."]
+    if record_every > 1:
+        changed = (run.states[1:] != run.states[:-1]).sum(-1)          # positions changed between records
+        notes.append(f"Between consecutive records, {(changed >= 2).mean():.0%} of the intervals changed two or more "
+                     f"positions, so they held at least two moves and their per-step drift is estimated, not exact "
+                     f"(intervals with one changed position may hold more moves too); trap edges are known to "
+                     f"{record_every} steps.")
+    return notes
+
+
+def chains_to_show(cat: pd.DataFrame, chains: int, count: int = 4) -> list[int]:
+    """The chains to draw: the two with the most traps, then those of chains 0 .. ``count`` - 1 not
+    already among them, up to ``count`` in all."""
+    shown = list(cat.chain.value_counts().index[:2]) if len(cat) else []
+    return shown + [b for b in range(min(count, chains)) if b not in shown][: max(0, count - len(shown))]
+
+
+def plot_paths(axes, pc: np.ndarray, steps: np.ndarray, cat: pd.DataFrame, chains) -> None:
+    """One panel per chain: its recorded states on two principal components (``pc``: (R, B, 2)),
+    coloured by step, each of its traps as a heavy black segment."""
+    for ax, b in zip(axes, chains):
+        ax.scatter(pc[:, b, 0], pc[:, b, 1], c=steps, cmap="viridis", s=6)
+        ax.plot(pc[:, b, 0], pc[:, b, 1], color="0.7", lw=0.4, zorder=0)
+        for _, t in cat[cat.chain == b].iterrows():
+            m = (steps >= t.start) & (steps <= t.end)
+            ax.plot(pc[m, b, 0], pc[m, b, 1], color="k", lw=2.5)
+        ax.set_title(f"chain {b}")
+        ax.set_xlabel("PC 1"); ax.set_ylabel("PC 2")
+
+
+CUT_MARKERS = {"inside the run": "o", "still trapped at the end": "^", "present at step 0": "s",
+               "from step 0 to the end": "D"}
+
+
+def cut_by_run(t) -> str:
+    """How the run cut a trap's duration (a key of :data:`CUT_MARKERS`): a catalogue row's
+    ``censored`` and ``present at step 0``."""
+    end, start = bool(t["censored"]), bool(t["present at step 0"])
+    return ("from step 0 to the end" if end and start else "still trapped at the end" if end
+            else "present at step 0" if start else "inside the run")
+
+
+def plot_durations(axes, plot: pd.DataFrame) -> list:
+    """Left: each perfect trap's duration against the holding time its margin bound guarantees,
+    the diagonal dashed. Right: every trap's duration against its mean gap, by type. Markers say
+    how the run cut a trap (``plot``: the catalogue with a ``cut by the run`` column). Returns the
+    legend's handles."""
+    import seaborn as sns
+    from matplotlib.lines import Line2D
+
+    colours = dict(zip(["perfect", "approximate"], sns.color_palette(n_colors=2)))
+    perf = plot[plot.type == "perfect"]
+    if len(perf):
+        sns.scatterplot(data=perf, x="predicted escape time (steps)", y="duration", style="cut by the run",
+                        markers=CUT_MARKERS, color=colours["perfect"], ax=axes[0], legend=False)
+        lim = [min(perf["predicted escape time (steps)"].min(), 1e-3), max(perf.duration.max(), 1)]
+        axes[0].plot(lim, lim, "k--", lw=1)
+        axes[0].set_xscale("log"); axes[0].set_yscale("log")
+    else:
+        axes[0].text(0.5, 0.5, "no perfect trap", ha="center", transform=axes[0].transAxes)
+    axes[0].set_xlabel("one-state holding time the margin bound guarantees")
+    axes[0].set_ylabel("basin duration (steps)")
+    sns.scatterplot(data=plot, x="mean gap", y="duration", hue="type", palette=colours, style="cut by the run",
+                    markers=CUT_MARKERS, ax=axes[1], legend=False)
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("basin duration (steps)")
+    shown = [Line2D([], [], ls="", marker="o", color=colours[t], label=t) for t in colours if (plot.type == t).any()]
+    return shown + [Line2D([], [], ls="", marker=CUT_MARKERS[k], color="0.35", label=k) for k in CUT_MARKERS
+                    if (plot["cut by the run"] == k).any()]
+
+
+def cut_sentence(plot: pd.DataFrame) -> str:
+    """How many traps the run cut short, and how (``plot`` as for :func:`plot_durations`)."""
+    cut = plot["cut by the run"] != "inside the run"
+    return (f"{int(cut.sum())} of {len(plot)} traps were cut short by the run "
+            f"({int(plot.censored.sum())} still trapped at the end, {int(plot['present at step 0'].sum())} "
+            "present at step 0): their durations are lower bounds.")
+
+
+# ----------------------------------------------------------------------------- the escape section
+def plot_escape(axes, cells: pd.DataFrame, fits: pd.DataFrame) -> None:
+    """Per model, log10 of the median escape time against 1/T: a colour per trap, a marker per
+    distance k, the fitted line where there is one; a median the chains never reached is drawn as
+    an open triangle at the chains' mean stopping step, a rough mark of where the censoring fell."""
+    markers = dict(zip(sorted(cells.k.unique()), "os^Dv"))
+    for ax, (model, c) in zip(axes, cells.groupby("model", sort=False)):
+        for (j, k), g in c.groupby(["trap", "k"]):
+            colour = f"C{j % 10}"
+            fin = np.isfinite(g["median"])
+            ax.plot(1 / g.temperature[fin], np.log10(g["median"][fin]), markers[k], color=colour,
+                    label=f"trap {j}, k = {k}")
+            ax.plot(1 / g.temperature[~fin], np.log10(g["steps simulated"][~fin] / g.chains[~fin]), "^",
+                    mfc="none", color=colour)
+            f = fits[(fits.model == model) & (fits.trap == j) & (fits.k == k)]
+            if len(f) and np.isfinite(f.slope.iloc[0]) and f.medians.iloc[0] >= MIN_MEDIANS:
+                x = 1 / g.temperature[fin]
+                ax.plot(x, (f.slope.iloc[0] * x + np.log(g["median"][fin]).mean()
+                            - f.slope.iloc[0] * x.mean()) / math.log(10), "-", color=colour, lw=0.8)
+        ax.set(title=model, xlabel="1 / T", ylabel="log10 median escape time (steps)")
+        ax.legend(fontsize=7, ncol=2)
+
+
+def fit_table(fits: pd.DataFrame) -> pd.DataFrame:
+    """The per-trap table of the page: margin, the predicted exponent (V_k, and the wells' value where
+    the ball holds another well), the fitted slope with its interval, or "too few" below
+    :data:`MIN_MEDIANS` medians, and the cheapest path out."""
+    t = fits.copy()
+    ok = t.medians >= MIN_MEDIANS
+    t["slope (95% interval)"] = [f"{s:.2f} [{lo:.2f}, {hi:.2f}]" if good else f"too few ({m} medians)"
+                                 for s, lo, hi, m, good in zip(t.slope, t.slope_low, t.slope_high, t.medians, ok)]
+    t["slope / predicted"] = (t.slope / t.exponent).where(ok)
+    t["V_k"] = t.predicted_exponent
+    return t[["model", "trap", "k", "margin", "V_k", "exponent case", "exponent", "slope (95% interval)",
+              "slope / predicted", "one-state slope", "medians", "fit p", "line holds", "path"]]
+
+
+def summary(h: dict) -> str:
+    """The escape section's findings in words, from
+    :func:`textglauber.traps.escape_section.escape_counts` (true on any profile); the findings page
+    prints the same words (:func:`escape`)."""
+    if not h["finite"]:
+        return "No cell's chains reached their median escape within the horizon and move budget."
+    parts = [f"Median escape times from {h['traps']} perfect traps run from {h['lowest']:.3g} to {h['highest']:.3g} "
+             f"steps ({math.log10(h['highest'] / h['lowest']):.1f} orders of magnitude) over the {h['finite']} of "
+             f"{h['cells']} cells whose chains reached their median"]
+    parts.append(f"of the {h['fits']} fits, {h['too_few']} have fewer than {MIN_MEDIANS} medians and enter no count "
+                 f"below; a straight line in 1/T (the Arrhenius law) is consistent with the medians (goodness of fit "
+                 f"p >= 0.01) in {h['holds']} of the other {h['tested']}")
+    if h["k1_ratio"]:
+        lo, hi = h["k1_ratio"]
+        parts.append(f"for leaving the trap itself (k = 1) the slope is {lo:.2f} to {hi:.2f} times the margin"
+                     + _against_words(h["k1_against"], "the margin")
+                     + ", which checks the sampler and says nothing new about the model: that escape time is "
+                       "geometric with the one-state holding time h(T) as its mean, the temperatures were set by "
+                       "inverting that same h(T), and the slope of log h against 1/T tends to the smallest score "
+                       "gap, the margin")
+    if h["one_state_ratio"]:
+        lo, hi = h["one_state_ratio"]
+        parts.append(f"over the same temperatures the exact one-state holding time's own slope is {lo:.3f} to "
+                     f"{hi:.3f} times the margin (it tends to 1 as T falls), "
+                     + ("so these temperatures are not yet asymptotic: at k = 1 finite temperature alone puts the "
+                        f"slope up to {100 * (hi - 1):.0f}% above its limit" if hi > 1.005 else
+                        "so at these temperatures the slope is already close to its limit"))
+    if h["deeper_ratio"]:
+        lo, hi = h["deeper_ratio"]
+        parts.append(f"for leaving the Hamming ball (k > 1) the prediction is the least total cost of a path out, "
+                     f"V_k, computed from the model's scores before any chain ran ({h['several_wells']} of these fits "
+                     f"have a second well on the way, where the prediction is the wells' W-graph value instead); the "
+                     f"slope is {lo:.2f} to {hi:.2f} times the prediction"
+                     + _against_words(h["deeper_against"], "the prediction"))
+    if h["unfinished"]:
+        parts.append(f"in {h['unfinished']} fits no prediction is compared: the path search ran out of its budget "
+                     "(V_k there is only a lower bound) or met more wells than the W-graph formula is run on")
+    return "; ".join(parts) + "."
+
+
+def _against_words(a: dict, what: str) -> str:
+    if not a["fits"]:
+        return ""
+    return (f" ({what} lies inside the slope's 95% interval in {a['inside']} of {a['fits']} fits, below it in "
+            f"{a['slope above']}, above it in {a['slope below']})")
+
+
+def exact_sentence(ex: pd.DataFrame) -> str:
+    """The exactness check in words: how many cases pass (mean and distribution), at which level,
+    and how many ran with the superbasin filled to its cap."""
+    if not len(ex):
+        return "No exactness case ran: the profile names no enumerated model, temperature and distance."
+    deep = int((ex["one-state holding time"] > 2 ** 53).sum())
+    capped = ex[ex["basin cap"] < ex["basin cap"].max()]
+    text = (f"{int(ex.inside.sum())} of {len(ex)} cases pass: the exact mean lies inside the interval of the "
+            f"simulated mean in {int(ex['mean inside'].sum())}, and the chi-square test of the whole distribution "
+            f"against the exact law (bins at its deciles) passes in {int(ex['distribution passes'].sum())} (each at "
+            f"level {ex.level.iloc[0]:.5f}, so {1 - (1 - ex.level.iloc[0]) * 2 * len(ex):.0%} for all {2 * len(ex)} tests "
+            "together), "
+            f"over exact means from {ex['exact mean'].min():.3g} to {ex['exact mean'].max():.3g} steps and exact "
+            f"medians from {ex['exact median'].min():.3g} to {ex['exact median'].max():.3g}")
+    if len(capped):
+        text += (f"; {len(capped)} cases ran again with the superbasin capped at {int(capped['basin cap'].iloc[0])} "
+                 f"states, which it reached in {int(capped['cap reached'].sum())} of them")
+    if deep:
+        text += (f"; in {deep} of them the trap's own holding time exceeds 2^53 steps, where 1 - P(x, x) computed "
+                 "by subtraction loses every digit")
+    return text + "."
+
+
+def growth_sentence(gr: pd.DataFrame) -> str:
+    """Escape against length in words: per model, V_k at k = ceil(n/4) over the lengths (lower bounds
+    named), the rows the searches scored, and the measured medians against the prediction's growth."""
+    if not len(gr):
+        return "No model ran the growth section."
+    parts = []
+    for model, g in gr.groupby("model", sort=False):
+        done = g[g["exponent case"].isin(["one well", "several wells"])]   # exponents known
+        text = f"{model}: " + ", ".join(
+            f"n = {r.n}: {'at least ' if r['exponent case'] == 'unfinished' else ''}{r.predicted_exponent:.3g}"
+            for _, r in g.iterrows() if r["exponent case"] != "no trap")
+        text += (f" (V_k at k = n/4 rounded up; the searches scored {int(g.rows_scored.min())} to "
+                 f"{int(g.rows_scored.max())} rows)") if "rows_scored" in g and g.rows_scored.notna().any() else ""
+        if len(done) >= 2:
+            a, b = done.iloc[0], done.iloc[-1]
+            text += (f"; from n = {a.n} to {b.n} the exponent goes from {a.exponent:.3g} to {b.exponent:.3g}, "
+                     f"a factor of {b.exponent / a.exponent:.2f} against {b.n / a.n:.1f} in n")
+        checked = g[np.isfinite(g.get("median", pd.Series(dtype=float)))] if "median" in g else g.iloc[:0]
+        if len(checked) >= 2:
+            a, b = checked.iloc[0], checked.iloc[-1]
+            T = a.temperature
+            text += (f"; at T = {T:g} the median escape time goes from {a['median']:.3g} steps (n = {a.n}) to "
+                     f"{b['median']:.3g} (n = {b.n}): a change of {math.log(b['median'] / a['median']):.2f} in its "
+                     f"log, where the exponents predict {(b.exponent - a.exponent) / T:.2f} up to prefactors")
+        parts.append(text)
+    return "V_k against length. " + "; ".join(parts) + "."
+
+
+def cost_sentence(cells: pd.DataFrame, seconds: float) -> str:
+    """What the section's cells cost, counted (rows, moves, states), and its wall time (information)."""
+    steps, rows = cells["steps simulated"].sum(), cells["rows scored"].sum()
+    return (f"The cells simulated {steps:.3g} chain steps in {int(cells.moves.sum()):,} events, of which "
+            f"{int(cells['superbasin exits'].sum()):,} superbasin exits; the models scored {int(rows):,} rows for them "
+            f"({rows / steps:.2g} rows per simulated step; at most {int(cells['distinct states'].max()):,} distinct "
+            f"states and {int(cells['basin states'].max()):,} superbasin states in one cell). "
+            f"The section took {seconds / 60:.1f} min ({seconds:.0f} s) on this machine (information only: nothing "
+            "depends on it).")
+
+
+def preprint_sentence(cells: pd.DataFrame, preprint: pd.DataFrame) -> str:
+    """The escape times set beside the preprint's 10,000-step chains, without the design's help: the
+    temperatures above were chosen per trap to put the one-state holding time at 10^3 steps and
+    more, so medians beyond 10,000 steps follow from that choice. What compares is each trap at the
+    preprint's temperature (:func:`textglauber.traps.escape_section.at_preprint_temperature`)."""
+    T, steps = reported.TRAPS["temperature"], reported.TRAPS["steps"]
+    fin = cells[np.isfinite(cells["median"])]
+    text = (f"The temperatures above were set per trap to put its one-state holding time at 10^3 steps and more "
+            f"(down to T = {cells.temperature.min():.3g}), so that {int((fin['median'] > steps).sum())} of the "
+            f"{len(fin)} medians exceed the preprint's {steps:,}-step chains follows from the design, not from the "
+            "model. ") if len(cells) else ""
+    if not len(preprint):
+        return text + f"No trap was run at the preprint's temperature T = {T:g}."
+    reached = preprint[np.isfinite(preprint["median"])]
+    longer = int((preprint["one-state holding time"] > steps).sum())
+    text += (f"At the preprint's temperature, T = {T:g}, the {len(preprint)} traps hold their own state for "
+             f"{preprint['one-state holding time'].min():.3g} to {preprint['one-state holding time'].max():.3g} "
+             f"steps ({longer} beyond {steps:,})")
+    if len(reached):
+        text += (f", and the median escape to distance 2 is {reached['median'].min():.3g} to "
+                 f"{reached['median'].max():.3g} steps in the {len(reached)} traps whose chains reached it")
+    if len(reached) < len(preprint):
+        text += f"; in {len(preprint) - len(reached)} the chains did not reach it within the horizon and event budget"
+    return text + "."

@@ -1,4 +1,5 @@
-"""The cost of leaving a perfect trap at low temperature, from the model's own scores (chapter 5).
+"""The cost of leaving a perfect trap at low temperature, from the model's own scores (docs/science.md,
+chapter 5: escape exponents).
 
 At temperature T a Glauber step picks site i (chance 1/n) and writes token a there with chance
 softmax(s_i(. | x_-i) / T)(a), which behaves as exp(-c / T) with the *move cost*
@@ -15,7 +16,7 @@ escape distance k,
 
 :func:`barrier` finds it by Dijkstra's search over the states it reaches (a move's cost is never
 negative), scoring a state's n rows only when the search expands it; the rows go through the
-caller's :class:`~textglauber.escape.RowMemo`, so the escape chains and the search share them.
+caller's :class:`~textglauber.traps.escape.RowMemo`, so the escape chains and the search share them.
 A greedy path (cheapest move at a site not yet changed, until k sites differ) bounds V_k from above
 before the search starts, and the search never opens a state dearer than that bound. V_1 is the
 trap's margin, the smallest gap between a site's argmax and its runner-up.

@@ -1,4 +1,7 @@
-"""Traps: metastable windows of long chains, classified by their score margins (docs/science.md, chapter 5).
+"""The trap catalogue: metastable windows of recorded chains, classified by their score margins
+(docs/science.md, chapter 5). The perfect traps searched for from the scores, before any chain
+runs, are :mod:`textglauber.traps.finder`'s; the catalogue's sentences and plots are
+:mod:`textglauber.pages.traps`'s.
 
 **The statistic, per step.** The drift of step u is c_u = 1 - cos(E(x_u), E(x_{u-1})) (0 when
 the step rewrote the token already there). A window of ``window`` consecutive steps is quiet
@@ -45,7 +48,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from . import margins, vocabulary
+from .. import margins, vocabulary
 
 COLUMNS = ["chain", "start", "end", "duration", "censored", "present at step 0", "state", "share of records", "text",
            "mean gap", "min gap", "all argmax", "type", "escape bound per step", "predicted escape time (steps)"]
@@ -155,92 +158,6 @@ def vacuous(cat: pd.DataFrame) -> tuple[int, int]:
         return 0, 0
     perfect = cat[cat["type"] == "perfect"]
     return int((perfect["predicted escape time (steps)"] < 1).sum()), len(perfect)
-
-
-# --------------------------------------------------------------------------- the traps chapter
-def recording_notes(run, *, record_every: int, threshold: float, window: int) -> list[str]:
-    """What the recording interval means for the detector: the window and threshold in steps, the
-    preprint's threshold in the same units and, when records are more than a step apart, how often
-    an interval between records held two or more moves."""
-    notes = [f"Recorded every {record_every} step{'s' if record_every > 1 else ''}; a window is quiet when its mean "
-             f"drift per step is below {threshold:g} over {window} steps. The preprint's threshold of 0.12 comes "
-             f"without the number of steps its drift spans; {threshold:g} per step is 0.12 per {0.12 / threshold:.3g} steps."]
-    if record_every > 1:
-        changed = (run.states[1:] != run.states[:-1]).sum(-1)          # positions changed between records
-        notes.append(f"Between consecutive records, {(changed >= 2).mean():.0%} of the intervals changed two or more "
-                     f"positions, so they held at least two moves and their per-step drift is estimated, not exact "
-                     f"(intervals with one changed position may hold more moves too); trap edges are known to "
-                     f"{record_every} steps.")
-    return notes
-
-
-def chains_to_show(cat: pd.DataFrame, chains: int, count: int = 4) -> list[int]:
-    """The chains to draw: the two with the most traps, then those of chains 0 .. ``count`` - 1 not
-    already among them, up to ``count`` in all."""
-    shown = list(cat.chain.value_counts().index[:2]) if len(cat) else []
-    return shown + [b for b in range(min(count, chains)) if b not in shown][: max(0, count - len(shown))]
-
-
-def plot_paths(axes, pc: np.ndarray, steps: np.ndarray, cat: pd.DataFrame, chains) -> None:
-    """One panel per chain: its recorded states on two principal components (``pc``: (R, B, 2)),
-    coloured by step, each of its traps as a heavy black segment."""
-    for ax, b in zip(axes, chains):
-        ax.scatter(pc[:, b, 0], pc[:, b, 1], c=steps, cmap="viridis", s=6)
-        ax.plot(pc[:, b, 0], pc[:, b, 1], color="0.7", lw=0.4, zorder=0)
-        for _, t in cat[cat.chain == b].iterrows():
-            m = (steps >= t.start) & (steps <= t.end)
-            ax.plot(pc[m, b, 0], pc[m, b, 1], color="k", lw=2.5)
-        ax.set_title(f"chain {b}")
-        ax.set_xlabel("PC 1"); ax.set_ylabel("PC 2")
-
-
-CUT_MARKERS = {"inside the run": "o", "still trapped at the end": "^", "present at step 0": "s",
-               "from step 0 to the end": "D"}
-
-
-def cut_by_run(t) -> str:
-    """How the run cut a trap's duration (a key of :data:`CUT_MARKERS`): a catalogue row's
-    ``censored`` and ``present at step 0``."""
-    end, start = bool(t["censored"]), bool(t["present at step 0"])
-    return ("from step 0 to the end" if end and start else "still trapped at the end" if end
-            else "present at step 0" if start else "inside the run")
-
-
-def plot_durations(axes, plot: pd.DataFrame) -> list:
-    """Left: each perfect trap's duration against the holding time its margin bound guarantees,
-    the diagonal dashed. Right: every trap's duration against its mean gap, by type. Markers say
-    how the run cut a trap (``plot``: the catalogue with a ``cut by the run`` column). Returns the
-    legend's handles."""
-    import seaborn as sns
-    from matplotlib.lines import Line2D
-
-    colours = dict(zip(["perfect", "approximate"], sns.color_palette(n_colors=2)))
-    perf = plot[plot.type == "perfect"]
-    if len(perf):
-        sns.scatterplot(data=perf, x="predicted escape time (steps)", y="duration", style="cut by the run",
-                        markers=CUT_MARKERS, color=colours["perfect"], ax=axes[0], legend=False)
-        lim = [min(perf["predicted escape time (steps)"].min(), 1e-3), max(perf.duration.max(), 1)]
-        axes[0].plot(lim, lim, "k--", lw=1)
-        axes[0].set_xscale("log"); axes[0].set_yscale("log")
-    else:
-        axes[0].text(0.5, 0.5, "no perfect trap", ha="center", transform=axes[0].transAxes)
-    axes[0].set_xlabel("one-state holding time the margin bound guarantees")
-    axes[0].set_ylabel("basin duration (steps)")
-    sns.scatterplot(data=plot, x="mean gap", y="duration", hue="type", palette=colours, style="cut by the run",
-                    markers=CUT_MARKERS, ax=axes[1], legend=False)
-    axes[1].set_yscale("log")
-    axes[1].set_ylabel("basin duration (steps)")
-    shown = [Line2D([], [], ls="", marker="o", color=colours[t], label=t) for t in colours if (plot.type == t).any()]
-    return shown + [Line2D([], [], ls="", marker=CUT_MARKERS[k], color="0.35", label=k) for k in CUT_MARKERS
-                    if (plot["cut by the run"] == k).any()]
-
-
-def cut_sentence(plot: pd.DataFrame) -> str:
-    """How many traps the run cut short, and how (``plot`` as for :func:`plot_durations`)."""
-    cut = plot["cut by the run"] != "inside the run"
-    return (f"{int(cut.sum())} of {len(plot)} traps were cut short by the run "
-            f"({int(plot.censored.sum())} still trapped at the end, {int(plot['present at step 0'].sum())} "
-            "present at step 0): their durations are lower bounds.")
 
 
 def trajectories(run) -> pd.DataFrame:

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from textglauber import survival
+from textglauber.traps import fits
 
 
 def test_the_mean_interval_covers_as_often_as_it_says_and_can_fail():
@@ -16,7 +16,7 @@ def test_the_mean_interval_covers_as_often_as_it_says_and_can_fail():
     mean 35% off (13.5 or 6.5 against 10) lies outside it in more than 95% of them."""
     rng = np.random.default_rng(0)
     level = 1 - 0.01 / 36
-    intervals = [survival.mean_interval(d, level)[1:] for d in rng.exponential(10.0, (3000, 400))]
+    intervals = [fits.mean_interval(d, level)[1:] for d in rng.exponential(10.0, (3000, 400))]
     assert sum(not lo <= 10.0 <= hi for lo, hi in intervals) <= 5
     for wrong in (13.5, 6.5):
         assert sum(not lo <= wrong <= hi for lo, hi in intervals) > 0.95 * 3000
@@ -24,10 +24,10 @@ def test_the_mean_interval_covers_as_often_as_it_says_and_can_fail():
 
 def test_km_restricted_mean():
     t = np.array([3.0, 1.0, 7.0, 5.0])
-    assert survival.km_restricted_mean(t, np.ones(4, bool)) == pytest.approx(4.0)
+    assert fits.km_restricted_mean(t, np.ones(4, bool)) == pytest.approx(4.0)
     # censored at 7: a lower bound of the mean, the area under the curve up to 7
-    assert survival.km_restricted_mean(t, np.array([1, 1, 0, 1], bool)) == pytest.approx(4.0)
-    assert survival.km_restricted_mean([2.0, 2.0], [False, False]) == pytest.approx(2.0)
+    assert fits.km_restricted_mean(t, np.array([1, 1, 0, 1], bool)) == pytest.approx(4.0)
+    assert fits.km_restricted_mean([2.0, 2.0], [False, False]) == pytest.approx(2.0)
 
 
 def _synthetic(log_tau, temperatures, chains=60, seed=0):
@@ -39,7 +39,7 @@ def test_arrhenius_recovers_a_known_slope_over_many_decades():
     """Exponential escape times with mean exp(4 / T + 1) at 6 temperatures (medians from about 10^3
     to 10^10): the slope's interval holds 4, and the line is not rejected."""
     Ts = 4 / np.linspace(6, 22, 6)
-    fit = survival.arrhenius(Ts, _synthetic(lambda T: 4 / T + 1, Ts), n_boot=500)
+    fit = fits.arrhenius(Ts, _synthetic(lambda T: 4 / T + 1, Ts), n_boot=500)
     assert fit.slope_low <= 4 <= fit.slope_high and fit.slope_high - fit.slope_low < 0.5
     assert fit.span_decades > 6 and fit.holds()
 
@@ -47,7 +47,7 @@ def test_arrhenius_recovers_a_known_slope_over_many_decades():
 def test_arrhenius_rejects_a_curved_law():
     """Data it was not made for: log tau = (1/T)^2 / 3 curves in 1/T; the goodness of fit fails."""
     Ts = 1 / np.linspace(1.5, 7, 6)
-    fit = survival.arrhenius(Ts, _synthetic(lambda T: (1 / T) ** 2 / 3, Ts), n_boot=500)
+    fit = fits.arrhenius(Ts, _synthetic(lambda T: (1 / T) ** 2 / 3, Ts), n_boot=500)
     assert not fit.holds()
 
 
@@ -55,7 +55,7 @@ def test_censored_medians_are_left_out_of_the_fit():
     Ts = [0.5, 0.4, 0.3]
     cells = _synthetic(lambda T: 2 / T, Ts)
     cells[2] = (np.full(60, 1e3), np.ones(60, bool))
-    fit = survival.arrhenius(Ts, cells, n_boot=200)
+    fit = fits.arrhenius(Ts, cells, n_boot=200)
     assert fit.temperatures == 2
 
 
@@ -89,7 +89,7 @@ def test_km_medians_agree_with_a_plain_loop():
         t = rng.integers(1, 6, m).astype(float)
         e = rng.random(m) < 0.7
         want = km_median_loop(t, e)
-        got = survival.km_medians(t[None], e[None])[0]
+        got = fits.km_medians(t[None], e[None])[0]
         assert (math.isnan(want) and got == math.inf) or got == want, (t, e, want, got)
 
 
@@ -98,6 +98,6 @@ def test_the_slope_interval_covers_the_true_slope_about_as_often_as_it_says():
     times at 5 temperatures (medians over about 6 decades): 94 of 100 in this project's run; at least
     88 is what a 95% interval gives but for a one-in-a-hundred chance."""
     Ts, slope = 1 / np.linspace(37, 142, 5), 0.1318
-    fits = [survival.arrhenius(Ts, _synthetic(lambda T: slope / T + 0.5, Ts, chains=30, seed=r), n_boot=300, seed=r)
+    done = [fits.arrhenius(Ts, _synthetic(lambda T: slope / T + 0.5, Ts, chains=30, seed=r), n_boot=300, seed=r)
             for r in range(100)]
-    assert sum(f.slope_low <= slope <= f.slope_high for f in fits) >= 88
+    assert sum(f.slope_low <= slope <= f.slope_high for f in done) >= 88

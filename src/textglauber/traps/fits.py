@@ -1,8 +1,10 @@
-"""Survival statistics of escape times (chapter 5's Arrhenius section): Kaplan-Meier medians and
+"""The fits of escape times (docs/science.md, chapter 5: the escape section): Kaplan-Meier medians and
 restricted means of right-censored times with bootstrap intervals, the Student-t interval of an
 uncensored mean, and the Arrhenius fit log tau = Delta_eff / T + c over temperatures.
 
-Plain functions over arrays; the times come from :func:`textglauber.escape.escape_times`."""
+Plain functions over arrays; the times come from :func:`textglauber.traps.escape.escape_times`.
+The Arrhenius *fit* is :func:`arrhenius` here; the escape *section* that runs the cells and fits
+is :mod:`textglauber.traps.escape_section`."""
 from __future__ import annotations
 
 import math

@@ -1,12 +1,12 @@
-"""Escape from a perfect trap, timed exactly in law (chapter 5's Arrhenius section).
+"""Escape from a perfect trap, timed exactly in law (docs/science.md, chapter 5: the escape section).
 
-A perfect trap x* is an argmax fixed point (:func:`textglauber.trapsearch.perfect_trap`). Its
+A perfect trap x* is an argmax fixed point (:func:`textglauber.traps.finder.coordinate_ascent`). Its
 basin of radius k is the Hamming ball {x : d(x, x*) < k}; the chain *escapes* at the first step
 at which d(x, x*) >= k. With k = 1 that is the first change of state, whose law is geometric with
 the one-state holding time h(T) = 1 / (1 - P(x*, x*)) as its mean, exact from the n conditionals
 of x* (:func:`holding_times`). With k > 1 the chain comes back to x* many times before it gets k
 sites away (at low temperature, about exp(V / T) times, with V the least cost of a path out:
-:mod:`textglauber.quasipotential`); nothing gives that law in closed form on
+:mod:`textglauber.traps.quasipotential`); nothing gives that law in closed form on
 a real model's vocabulary, so it is sampled.
 
 A jump engine pays for every move, and those returns are moves: at the temperatures where the
@@ -19,7 +19,7 @@ then the move). Both are exact in law for any S, so S decides only the cost, whi
 
 Per trap and temperature the escape times of the chains are right-censored at the horizon (and at
 the event budget ``max_jumps``, where a chain still in the basin stops at the step it reached);
-:mod:`textglauber.survival` gives their Kaplan-Meier medians and means and the Arrhenius fit.
+:mod:`textglauber.traps.fits` gives their Kaplan-Meier medians and means and the Arrhenius fit.
 """
 from __future__ import annotations
 
@@ -30,9 +30,10 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from . import exact, survival
-from .engine import draw_from, holding_time, leave_probability, score_gap, superbasin, without
-from .engine.superbasin import exit_cdf, exit_quantile
+from .. import exact
+from ..engine import draw_from, holding_time, leave_probability, score_gap, superbasin, without
+from ..engine.superbasin import exit_cdf, exit_quantile
+from .fits import mean_interval
 
 LAW_BYTES = 1.5e9        # float64 conditionals of the states one cell holds at once (recomputed from rows past it)
 BASIN_CAP = 256          # the superbasin's most states (the trap and the states come to twice)
@@ -42,7 +43,7 @@ class RowMemo:
     """A scorer that keeps every row it scores, keyed by (masked context, site): a row of site i does
     not read the token at i, so the states that differ only there share it, and the cells of one trap
     at other temperatures and distances reuse it (raw scores do not depend on T), as does the
-    quasi-potential search (:mod:`textglauber.quasipotential`); no draw changes. ``rows`` counts the
+    quasi-potential search (:mod:`textglauber.traps.quasipotential`); no draw changes. ``rows`` counts the
     rows the model scored."""
 
     def __init__(self, scorer, max_bytes: float = 3e9):
@@ -343,7 +344,7 @@ def distribution_test(times, law: superbasin.ExitLaw, start: int, bins: int = 10
 def check_against_exact(table_scorer, chain, center: int, k: int, temperature: float, chains: int, seed: int,
                         level: float, max_jumps: int = 100_000, want: dict | None = None, basin_cap: int = BASIN_CAP) -> dict:
     """One exactness case: the escape times from an enumerated chain's state against their exact law.
-    The mean by :func:`textglauber.survival.mean_interval` at ``level``, and the whole distribution by
+    The mean by :func:`textglauber.traps.fits.mean_interval` at ``level``, and the whole distribution by
     :func:`distribution_test`, failed where its p-value is below 1 - ``level`` (a family of cases
     should share a Bonferroni level). No horizon: every chain runs until it escapes, within
     ``max_jumps`` events (a chain stopped there fails the case). ``want``: :func:`exact_escape` of the
@@ -352,7 +353,7 @@ def check_against_exact(table_scorer, chain, center: int, k: int, temperature: f
     want = want or exact_escape(chain, center, k)
     run = escape_times(table_scorer, torch.as_tensor(chain.states[center]), k, temperature, chains, math.inf, seed,
                        max_jumps=max_jumps, basin_cap=basin_cap)
-    mean, lo, hi = survival.mean_interval(run.times, level)
+    mean, lo, hi = mean_interval(run.times, level)
     dist = distribution_test(run.times, *exact_exit_law(chain, center, k))
     clean = not run.censored.any()
     mean_ok = bool(clean and lo <= want["mean"] <= hi)

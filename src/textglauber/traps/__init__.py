@@ -1,0 +1,38 @@
+"""Chapter 5, traps (docs/science.md, chapter 5): one module per concept.
+
+- ``catalogue``       traps *detected* in recorded chains: metastable windows of the drift, each
+                      classified by the score margins of its representative state (perfect or
+                      approximate) and the margin bound's predicted escape time
+- ``finder``          traps *searched for* from the scores before any chain runs: the one finder,
+                      :func:`find_traps` (random starts taken to argmax fixed points by its
+                      primitive, :func:`coordinate_ascent`), and :func:`deep_traps`, its caller that
+                      keeps the traps holding the chain long enough (the benchmark's trap cells)
+- ``escape``          the escape engine: times to Hamming distance k from a perfect trap by exact
+                      superbasin exits and jumps, exact one-state holding times and margins, the
+                      exact law on enumerated chains
+- ``quasipotential``  V_k, the least cost of a path out of the ball, and the W-graph exponent
+- ``fits``            survival statistics of escape times (Kaplan-Meier medians and means) and the
+                      Arrhenius fit of log median against 1/T
+- ``escape_section``  the chapter's escape section: its cells, fits, exactness cases, each trap at
+                      the preprint's temperature, escape against length, and the counts its words state
+
+The section's sentences, tables and plots, and the catalogue's, are
+:mod:`textglauber.pages.traps`'s. The names below are the package's public API; the function
+``catalogue`` is reached as ``traps.catalogue`` (the module of that name holds it).
+"""
+from __future__ import annotations
+
+from .catalogue import COLUMNS, catalogue, consecutive_drift, detect, step_drift, trajectories, vacuous
+from .escape import BASIN_CAP, EscapeRun, RowMemo, escape_times
+from .escape_section import (MIN_MEDIANS, at_preprint_temperature, escape_counts, escape_growth, exact_cases,
+                             exactness, measure_model)
+from .finder import (TRAP_HOLD, TRAP_START_BATCHES, TRAP_TEMPERATURE, NoFixedPoint, coordinate_ascent, deep_traps,
+                     find_traps, holding_steps)
+from .fits import Arrhenius, arrhenius, km_medians, summarize
+from .quasipotential import barrier
+
+__all__ = ["BASIN_CAP", "COLUMNS", "MIN_MEDIANS", "TRAP_HOLD", "TRAP_START_BATCHES", "TRAP_TEMPERATURE", "Arrhenius",
+           "EscapeRun", "NoFixedPoint", "RowMemo", "arrhenius", "at_preprint_temperature", "barrier", "catalogue",
+           "consecutive_drift", "coordinate_ascent", "deep_traps", "detect", "escape_counts", "escape_growth",
+           "escape_times", "exact_cases", "exactness", "find_traps", "holding_steps", "km_medians", "measure_model",
+           "step_drift", "summarize", "trajectories", "vacuous"]

@@ -2,6 +2,7 @@
 chapter of its loops (see the notebooks), with the typical rows of the steps that have no fixed count."""
 from __future__ import annotations
 
+from ...profile import Control
 from .costs import MINILM_SHAPE, REF_ROW, ROW_FLOOR, layer_cost, model_cost, step_cost
 
 COUPLING_SHARE = 0.7   # share of the coupling budget's upper bound 2 pairs temps sum(budget) that pairs score:
@@ -64,7 +65,7 @@ def _incompatibility_work(p: dict) -> float:
     ctl = p.get("control")
     if isinstance(ctl, dict) and ctl.get("name"):
         rects = int(ctl.get("rectangles", R))
-        work += rects * int(ctl.get("candidates", 16)) * 4 * model_cost(ctl["name"], n, causal=True)
+        work += rects * int(ctl.get("candidates", Control.default_of("candidates"))) * 4 * model_cost(ctl["name"], n, causal=True)
     return work
 
 

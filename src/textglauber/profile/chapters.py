@@ -146,7 +146,7 @@ class Crossover(Chapter):
 
 
 class EscapeGrowth(Closed):
-    """Chapter 5's growth of escape with length (:func:`textglauber.arrhenius.growth`): at each length,
+    """Chapter 5's growth of escape with length (:func:`textglauber.traps.escape_growth`): at each length,
     the deepest of ``traps`` perfect traps found (largest margin) and its V_k at k = ceil(n/4), by a
     search of at most ``max_states`` states; chains at ``temperature`` at the ``check_lengths``."""
     noun: ClassVar[str] = "a key of escape.growth"
@@ -169,7 +169,7 @@ class EscapeGrowth(Closed):
 
 
 class Escape(Closed):
-    """Chapter 5's escape section (:mod:`textglauber.arrhenius`)."""
+    """Chapter 5's escape section (:mod:`textglauber.traps.escape_section`)."""
     noun: ClassVar[str] = "a key of escape"
     models: ListOf(ModelSpec, "model entries {name, ...}")
     seq_len: Length(Int(ge=2))
@@ -201,7 +201,7 @@ class Escape(Closed):
                 raise relation(f"exact_models[{k}].n", m.n, f"must keep len(tokens)^n = {len(m.tokens)}^{m.n} "
                                                                    f"within {MAX_STATES} enumerated states")
         # every distance is checked on every enumerated model: one wider than a model's n sites is a
-        # ball no chain of it can leave, and its case would not run (arrhenius.exact_cases skips it)
+        # ball no chain of it can leave, and its case would not run (traps.escape_section.exact_cases skips it)
         low = min(range(len(self.exact_models)), key=lambda j: self.exact_models[j].n)
         n = self.exact_models[low].n
         for k, d in enumerate(self.exact_distances):

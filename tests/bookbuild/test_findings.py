@@ -266,3 +266,20 @@ def test_each_row_opens_with_a_short_verdict_and_folds_its_details(root):
         assert (details == "") == (r["chapter"] == "cost"), r["chapter"]
         if details:
             assert details.startswith("<summary>details</summary>") and details.endswith("</details>")
+
+
+def test_the_incompatibility_verdict_counts_only_intervals_clear_of_the_control(root):
+    """Power: both masked LMs' intervals lie above the control's largest R (9.3e-6), so 2 of 2.
+    Safety: an interval that reaches down to the control's largest R is not counted, even though
+    its mean lies above it."""
+    c = text(cells(findings.collect(root, PROFILE))["incompatibility"])
+    assert "2 of 2 lie wholly above the joint control's largest R (9.30e-06)" in c
+    inc = root / PROFILE / "incompatibility"
+    results.write_table(pd.DataFrame({
+        "profile": PROFILE, "model": ["m-one", "m-two", "joint"], "kind": ["mlm", "mlm", "causal"],
+        "rectangles": 10, "mean R": [0.997, 2e-5, 2.5e-6], "95% CI low": [0.889, 5e-6, 1e-6],
+        "95% CI high": [1.104, 4e-5, 4e-6], "median R": 0.1, "max R": [3.0, 1.0, 9.3e-6],
+        "Spearman(R, influence)": 0.5}), inc, "summary")
+    listed(root)
+    c = text(cells(findings.collect(root, PROFILE))["incompatibility"])
+    assert "1 of 2 lie wholly above the joint control's largest R" in c

@@ -204,22 +204,28 @@ def test_headline_counts_by_hand():
                          "predicted_exponent": [2.0, 3.0, 2.5, 8.0, 4.0],
                          "exponent case": ["one well", "one well", "one well", "one well", "several wells"],
                          "fit p": [0.5, np.nan, 0.001, np.nan, 0.2], "line holds": [True, False, False, False, True],
-                         "one-state slope": [2.1, 2.1, 2.5, 2.5, 2.5]})
+                         "one-state slope": [2.1, 2.1, 2.5, 2.5, 2.5],
+                         "cold slope": [2.0, np.nan, 2.9, np.nan, 5.0], "cold slope_low": [1.8, np.nan, 2.4, np.nan, 4.0],
+                         "cold slope_high": [2.2, np.nan, 3.4, np.nan, 6.0]})
     h = traps.escape_counts(cells, fits)
     assert (h["finite"], h["lowest"], h["highest"], h["tested"], h["holds"], h["too_few"]) == (3, 10.0, 1e7, 3, 2, 2)
     assert h["k1_ratio"] == [1.0, 1.2] and h["deeper_ratio"] == [pytest.approx(5 / 5.2), pytest.approx(5 / 5.2)]
-    assert h["k1_against"] == {"fits": 2, "slope above": 1, "inside": 1, "slope below": 0}
-    assert h["deeper_against"] == {"fits": 1, "slope above": 0, "inside": 1, "slope below": 0}
+    assert h["k1_against"] == {"fits": 2, "slope above": 1, "inside": 1, "slope below": 0, "cold inside": 1}
+    assert h["deeper_against"] == {"fits": 1, "slope above": 0, "inside": 1, "slope below": 0, "cold inside": 0}
     assert h["several_wells"] == 1 and h["unfinished"] == 0
     words = traps_page.summary(h)
     assert "6.0 orders of magnitude" in words and "in 2 of the other 3" in words and "2 have fewer than 3 medians" in words
     assert "the margin lies inside the slope's 95% interval in 1 of 2 fits, below it in 1, above it in 0" in words
     assert "checks the sampler" in words and "saddle" not in words and "energy" not in words
+    assert "3 coldest medians alone holds it in 1 of 1, so the miss comes from the hotter temperatures" in words
+    still = traps_page.summary(traps.escape_counts(cells, fits.assign(**{"cold slope_low": 2.6})))
+    assert "holds it in 0 of 1, and in 1 the miss remains at the coldest temperatures" in still
     assert h["one_state_ratio"] == [1.0, pytest.approx(1.05)] and "up to 5% above its limit" in words
     close = traps_page.summary(traps.escape_counts(cells, fits.assign(**{"one-state slope": fits.margin * 1.003})))
     assert "already close to its limit" in close and "not yet asymptotic" not in close
     table = traps_page.fit_table(fits.assign(model="a", trap=0, path=""))
     assert list(table["slope (95% interval)"])[1] == "too few (1 medians)" and np.isnan(table["slope / predicted"][3])
+    assert list(table["3 coldest (95% interval)"]) == ["2.00 [1.80, 2.20]", "", "2.90 [2.40, 3.40]", "", "5.00 [4.00, 6.00]"]
 
 
 @pytest.mark.parametrize("k,T,cap", [(2, 0.25, 256), (3, 0.1, 256), (3, 1.0, 4), (3, 0.1, 4)])

@@ -118,6 +118,19 @@ def arrhenius(temperatures, cells: list[tuple[np.ndarray, np.ndarray]], n_boot: 
                      float(np.log10(meds[use].max() / meds[use].min())))
 
 
+def coldest(temperatures, cells: list[tuple[np.ndarray, np.ndarray]], m: int = 3, n_boot: int = 1000,
+            seed: int = 0) -> Arrhenius:
+    """:func:`arrhenius` over the ``m`` coldest temperatures whose median escape time is finite (all
+    of them where there are fewer). Where the slope over every temperature misses a predicted
+    low-temperature exponent, this says whether the coldest medians alone still miss it (a
+    disagreement where the law applies) or hold it (the hotter medians are off the asymptotic line).
+    Its interval is wider, so holding the prediction there shows no disagreement, not agreement."""
+    T = np.asarray(temperatures, float)
+    meds = np.array([_median(np.asarray(t, float), ~np.asarray(c, bool)) for t, c in cells])
+    keep = [i for i in np.argsort(T) if np.isfinite(meds[i])][:m]
+    return arrhenius(T[keep], [cells[i] for i in keep], n_boot=n_boot, seed=seed)
+
+
 def _chi2_p(resid, se, dof) -> float:
     from scipy.stats import chi2
 

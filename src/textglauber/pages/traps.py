@@ -194,16 +194,21 @@ def fit_table(fits: pd.DataFrame) -> pd.DataFrame:
     :data:`MIN_MEDIANS` medians, the same fit over the coldest medians alone, and the cheapest path out."""
     t = fits.copy()
     ok = t.medians >= MIN_MEDIANS
-    t["slope (95% interval)"] = [f"{s:.2f} [{lo:.2f}, {hi:.2f}]" if good else f"too few ({m} medians)"
+    t["slope (95% interval)"] = [_interval(s, lo, hi) if good else f"too few ({m} medians)"
                                  for s, lo, hi, m, good in zip(t.slope, t.slope_low, t.slope_high, t.medians, ok)]
     t["slope / predicted"] = (t.slope / t.exponent).where(ok)
     t[f"{MIN_MEDIANS} coldest (95% interval)"] = [
-        f"{s:.2f} [{lo:.2f}, {hi:.2f}]" if good else ""
+        _interval(s, lo, hi) if good else ""
         for s, lo, hi, good in zip(t["cold slope"], t["cold slope_low"], t["cold slope_high"], ok)]
     t["V_k"] = t.predicted_exponent
     return t[["model", "trap", "k", "margin", "V_k", "exponent case", "exponent", "slope (95% interval)",
               "slope / predicted", f"{MIN_MEDIANS} coldest (95% interval)", "one-state slope", "medians", "fit p",
               "line holds", "path"]]
+
+
+def _interval(s: float, lo: float, hi: float) -> str:
+    """A slope and its interval to three significant figures (margins run from 0.01 to 5)."""
+    return f"{s:#.3g} [{lo:#.3g}, {hi:#.3g}]"
 
 
 def summary(h: dict) -> str:

@@ -41,6 +41,49 @@ def test_benchmark_compiled_variant_and_peak_memory_column(tmp_path):
     assert (df.peak_memory_bytes >= 0).all()
 
 
+def test_the_one_chain_loop_runs_only_its_capped_chains_and_the_table_says_how_many(tmp_path, tiny_mlm):
+    """The loop does one full pass per chain-step over the first ``loop_chains`` chains only (a
+    count of the model's calls, not a clock); the table's ``chains_timed`` says so, and its rate
+    is per chain-step of those chains. With 0 the loop is not timed at all."""
+    from textglauber.bench import throughput
+
+    model = throughput.GridModel.load("tiny-mlm", torch.device("cpu"), torch.float32, False)
+    calls = []
+    model.lm.model.register_forward_hook(lambda mod, inp, out: calls.append(inp[0].shape if inp else None))
+    x = model.ids[torch.randint(len(model.ids), (5, 6), generator=torch.Generator().manual_seed(0))]
+    for cap, passes in ((2, 3 * 2), (64, 3 * 5)):
+        cell = throughput.Cell(model, x, 3, torch.Generator().manual_seed(1), torch.device("cpu"), loop_chains=cap)
+        calls.clear()
+        cell.fill_mask_loop()
+        assert len(calls) == passes
+        assert cell.variants()["fill_mask_loop"][1] == passes      # chain-steps the rate is taken over
+    off = throughput.Cell(model, x, 3, torch.Generator().manual_seed(1), torch.device("cpu"), loop_chains=0)
+    assert "fill_mask_loop" not in off.variants() and "shared_site_full" in off.variants()
+    out = tmp_path / "bench-cpu.csv"
+    assert main(["--models", "tiny-mlm", "--lengths", "6", "--batches", "4", "--steps", "1", "--rounds", "1",
+                 "--loop-chains", "3", "--out", str(out)]) == 0
+    timed = pd.read_csv(out).set_index("variant").chains_timed
+    assert timed["fill_mask_loop"] == 3 and timed["engine"] == 4 and timed["rectangles"] == 1
+
+
+def test_random_shapes_have_the_published_bert_parameter_counts():
+    """Closed forms: Devlin et al.'s BERT-base and BERT-large encoders have 109,482,240 and
+    335,141,888 parameters (with the pooler); the masked-LM head adds its transform (h^2 + h and
+    a layer norm's 2h) and the decoder's bias (30,522; its weight is tied to the embeddings) and
+    drops the pooler (h^2 + h). Built on the meta device: no memory, no weights."""
+    from transformers import BertForMaskedLM
+
+    from textglauber.bench.throughput import SHAPES, shape_config
+
+    encoders = {"bert-base": 109_482_240, "bert-large": 335_141_888}
+    assert set(SHAPES) == set(encoders)
+    for name, count in encoders.items():
+        h = SHAPES[name][0]
+        with torch.device("meta"):
+            model = BertForMaskedLM(shape_config(name))
+        assert sum(p.numel() for p in model.parameters()) == count + 2 * h + 30_522
+
+
 def test_peak_memory_reads_what_one_call_allocates():
     """Closed form: a call that holds a 64 MiB buffer adds 64 MiB, one that allocates nothing
     adds (almost) nothing, even right after a large buffer was freed."""
@@ -91,6 +134,8 @@ def test_benchmark_refuses_bad_input_before_compute(tmp_path):
         main(["--metastable", "--models", "tiny-mlm", "--near-one-rounds", "0", "--out", str(tmp_path / "x.csv")])
     with pytest.raises(SystemExit, match="temperatures must be positive"):
         main(["--metastable", "--models", "tiny-mlm", "--temperatures", "0.5", "0", "--out", str(tmp_path / "x.csv")])
+    with pytest.raises(SystemExit, match="--loop-chains -1"):
+        main(["--models", "tiny-mlm", "--loop-chains", "-1", "--out", str(tmp_path / "x.csv")])
     assert not (tmp_path / "x.csv").exists()
 
 

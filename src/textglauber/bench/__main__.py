@@ -22,7 +22,7 @@ from ..results import write_manifest
 from .measure import SEED
 from .metastable import (HIGH_NOOP_SHARE, METASTABLE_MODELS, METASTABLE_TEMPERATURES, NEAR_ONE_ROUNDS,
                          NEAR_ONE_TEMPERATURE, TRAP_STEPS, metastable_grid, metastable_targets, row_bounds)
-from .throughput import run_grid
+from .throughput import LOOP_CHAINS, SHAPES, run_grid
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--steps", type=int, default=None,
                     help="Glauber steps per timed call (3; with --metastable, steps per cell: 400, --quick 200)")
     ap.add_argument("--rounds", type=int, default=3, help="least number of timed rounds per variant")
+    ap.add_argument("--loop-chains", type=int, default=LOOP_CHAINS,
+                    help=f"throughput grid: the one-chain fill-mask loop runs at most this many of a cell's chains "
+                         f"(its rate per chain-step does not depend on how many; default {LOOP_CHAINS}, 0: not timed)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--metastable", action="store_true",
                     help="the engine modes (plain, memo, jump, auto) over temperatures instead of the throughput grid")
@@ -89,14 +92,17 @@ def _main_throughput(a, argv) -> int:
     batches = a.batches or ([1, 16, 64] if a.quick else gpu_batches if dev.type == "cuda" else [1, 16, 64, 256])
     if min(lengths) < 1 or min(batches) < 1 or a.steps < 1 or a.rounds < 1:
         raise SystemExit("lengths, batches, steps and rounds must all be at least 1")
+    if a.loop_chains < 0:
+        raise SystemExit(f"--loop-chains {a.loop_chains}: must be 0 (the loop is not timed) or more")
     if max(lengths) > 510:
         raise SystemExit(f"n = {max(lengths)} is longer than the grid's models accept (510 content tokens)")
-    check_available([m for m in models_wanted if m != "bert-base"])
+    check_available([m for m in models_wanted if m not in SHAPES])
     torch.set_num_threads(torch.get_num_threads())
     out = Path(a.out) if a.out else repo_root() / "results" / "bench" / f"bench-{dev.type}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     df = run_grid(models_wanted, lengths, batches, a.device, steps=a.steps, min_rounds=a.rounds,
-                  on_cell=functools.partial(_throughput_progress, out.with_suffix(".partial.csv")), dtype=a.dtype, compile=a.compile)
+                  on_cell=functools.partial(_throughput_progress, out.with_suffix(".partial.csv")), dtype=a.dtype,
+                  compile=a.compile, loop_chains=a.loop_chains)
     _write_table(df, out, a, argv, models_wanted, dev)
     cols = ["model", "n", "batch", "variant", "chain_steps_per_s", "fraction_of_bound", "engine_speedup",
             "compiled_speedup", "logit_bytes", "peak_memory_bytes"]

@@ -17,6 +17,8 @@ from .metastable import METASTABLE_MODELS, METASTABLE_TEMPERATURES
 from .throughput import SPEEDUP_COLUMNS, flops_per_step, with_speedups
 
 CELL = ["model", "n", "batch"]            # a throughput cell, within one device's table
+# the GPU target: (n, least batch, fraction of the bf16 bound needed, label)
+GPU_BOUND_TARGET = (128, 512, 0.5, "fraction of the bf16 bound, n = 128, batch >= 512 (least cell)")
 
 
 def _csv(path: Path) -> pd.DataFrame | None:
@@ -44,13 +46,15 @@ def unreadable(folder) -> list[str]:
     return [f"{p} cannot be read and is left out of this page" for p in bad]
 
 
-def read_tables(folder) -> dict[str, pd.DataFrame]:
+def read_tables(folder, order: str = "mtime") -> dict[str, pd.DataFrame]:
     """Every finished benchmark table under ``folder`` (partial files of stopped runs are left
-    out), combined per device. A cell (device, model, n, batch) is taken whole from the newest
-    file that measured it, so that no ratio compares variants timed in different runs. Each row
-    keeps the name of its file in ``run``."""
+    out), combined per device and dtype. A cell (device, dtype, model, n, batch) is taken whole
+    from the newest file that measured it (``order``: by modification time, or by ``name`` for
+    committed files, whose times are those of the checkout), so that no ratio compares variants
+    timed in different runs. Each row keeps the name of its file in ``run``. The tables are keyed
+    by device, or by 'device, dtype' where one device was measured in more than one dtype."""
     files = sorted((p for p in Path(folder).glob("bench-*.csv") if not p.name.endswith(".partial.csv")),
-                   key=lambda p: p.stat().st_mtime)
+                   key=(lambda p: p.stat().st_mtime) if order == "mtime" else (lambda p: p.name))
     if not files:
         return {}
     tables = [(p, _csv(p)) for p in files]
@@ -58,11 +62,14 @@ def read_tables(folder) -> dict[str, pd.DataFrame]:
     if not tables:
         return {}
     df = pd.concat([t.assign(run=p.stem, _order=k) for k, (p, t) in enumerate(tables)], ignore_index=True)
-    cell = ["device", "model", "n", "batch"]
+    df["dtype"] = df["dtype"].fillna("float32") if "dtype" in df else "float32"   # tables before dtype was recorded
+    cell = ["device", "dtype", "model", "n", "batch"]
     df = df[df._order == df.groupby(cell)._order.transform("max")].drop(columns="_order")
     df = df.sort_values(cell + ["variant"], kind="stable")
-    return {dev: with_speedups(g.drop(columns=[c for _, c in SPEEDUP_COLUMNS if c in g])).reset_index(drop=True)
-            for dev, g in df.groupby("device")}
+    several = df.groupby("device").dtype.nunique()
+    return {(f"{dev}, {dt}" if several[dev] > 1 else dev):
+            with_speedups(g.drop(columns=[c for _, c in SPEEDUP_COLUMNS if c in g])).reset_index(drop=True)
+            for (dev, dt), g in df.groupby(["device", "dtype"])}
 
 
 def read_metastable(folder) -> list[tuple[Path, pd.DataFrame]]:
@@ -130,7 +137,8 @@ def device_header(device: str, df: pd.DataFrame) -> str:
     """The line above a device's table: its dtype, the matrix-multiply rates its cells measured and,
     where recorded, the share of CPU time the hypervisor gave to other guests (Markdown)."""
     rate = df[df.variant == "engine"].matmul_gflops   # one row, and one rate, per cell
-    head = (f"**Device: {device}** ({df.dtype.iloc[0]}); the matrix-multiply rate measured in the cells "
+    dtype = str(df.dtype.iloc[0])
+    head = (f"**Device: {device}**{'' if dtype in device else f' ({dtype})'}; the matrix-multiply rate measured in the cells "
             f"ranged from {rate.min():.0f} to {rate.max():.0f} GFLOP/s (median over the {len(rate)} cells {rate.median():.0f}).")
     steal = df[df.variant == "engine"].steal_fraction.dropna() if "steal_fraction" in df else pd.Series(dtype=float)
     if len(steal):
@@ -148,9 +156,12 @@ def targets(df: pd.DataFrame) -> pd.DataFrame:
     (NaN for tables written before they were recorded); ``met`` reads the median."""
     rows = []
     gpu = str(df.device.iloc[0]).startswith("cuda")
-    # the bound target: (n, least batch, fraction needed, label) on this kind of device
-    bn, bb, needed_bound, bound_label = ((128, 512, 0.5, "fraction of the bf16 bound, n = 128, batch >= 512 (least cell)")
-                                         if gpu else (20, 64, 0.8, "fraction of the bound, n = 20, batch >= 64 (least cell)"))
+    # the bound target: (n, least batch, fraction needed, label) on this kind of device; on a GPU
+    # it is a bf16 target, which a float32 table does not decide
+    bn, bb, needed_bound, bound_label = (GPU_BOUND_TARGET if gpu else
+                                         (20, 64, 0.8, "fraction of the bound, n = 20, batch >= 64 (least cell)"))
+    if gpu and str(df.dtype.iloc[0]) != "bfloat16":
+        bb = np.inf
 
     def spread(row, col):                   # the picked cell's per-round quartiles (NaN for older tables)
         return {"q25": row.get(col + "_q25", np.nan), "q75": row.get(col + "_q75", np.nan)}

@@ -2,11 +2,13 @@
 reads back. Each function says one thing the page prints, so the notebook stays a list of calls."""
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 
 from ..traps.finder import TRAP_HOLD, TRAP_TEMPERATURE
 from .metastable import HIGH_NOOP_SHARE
-from .read import cut_cells, grid_coverage
+from .read import GPU_BOUND_TARGET, cut_cells, grid_coverage
 
 
 def close_sentence(t: pd.DataFrame) -> str:
@@ -89,3 +91,77 @@ def plot_speedups(ax, m: pd.DataFrame) -> None:
     ax.set_xlabel("share of the chain's steps that changed nothing")
     ax.set_ylabel("rate / plain's rate")
     ax.legend(fontsize="small", ncol=2)
+
+
+def gpu_target_sentence(df: pd.DataFrame) -> str:
+    """For one GPU table: whether its cells decide the GPU target (0.5 of the bf16 bound for the
+    BERT-base shape at n = 128, batch 512 or more) and, where they do not, what was measured
+    nearest to it ('' where the targets table decides it)."""
+    n, least, needed, _ = GPU_BOUND_TARGET
+    target = f"{needed:g} of the bf16 bound for the BERT-base shape at n = {n}, batch {least} or more"
+    if str(df.dtype.iloc[0]) != "bfloat16":
+        return f"This table is {df.dtype.iloc[0]}: the GPU target ({target}) is read off a bf16 table only."
+    eng = df[(df.variant == "engine") & df.model.str.startswith("bert-base") & (df.n == n)].sort_values("batch")
+    if (eng.batch >= least).any():
+        return ""
+    if not len(eng):
+        return f"No cell of the BERT-base shape at n = {n} was measured, so the GPU target ({target}) is not decided."
+    lo, hi = eng.iloc[0], eng.iloc[-1]
+    span = (f"from {lo.fraction_of_bound:.3f} of the bound at batch {lo.batch} to {hi.fraction_of_bound:.3f} at batch "
+            f"{hi.batch}, the largest measured" if len(eng) > 1 else
+            f"{hi.fraction_of_bound:.3f} of the bound at batch {hi.batch}, the only batch measured")
+    return (f"The GPU target ({target}) is not decided by these cells: at n = {n} the engine reached {span}. "
+            f"A fraction at a batch below {least} neither meets nor misses the target.")
+
+
+def plot_gpu_fractions(ax, df: pd.DataFrame, label: str) -> None:
+    """The engine's fraction of the bound (of its own dtype) against the batch, one line per n."""
+    eng = df[df.variant == "engine"]
+    for n, g in eng.groupby("n"):
+        g = g.sort_values("batch")
+        ax.plot(g.batch, g.fraction_of_bound, marker="o", label=f"n = {n}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch (chains)")
+    ax.set_ylabel("fraction of the bound")
+    ax.set_title(label)
+    ax.legend(fontsize="small")
+
+
+def projection_sentence(gpu_runs) -> str:
+    """What the GPU columns of the projection are, and are not (``gpu_runs``: :func:`gpu_data.gpu_runs`'s)."""
+    if not gpu_runs:
+        return ("No GPU session is recorded in `data/gpu/`, so there is no GPU projection: this page shows only "
+                "numbers that were measured.")
+    best = []
+    for run in gpu_runs:
+        for key, df in run.tables.items():
+            eng = df[(df.variant == "engine") & (df.dtype == "bfloat16") & df.model.str.startswith("bert-base")]
+            if len(eng):
+                best.append(f"{run.name} ({key}): batches {eng.batch.min()} to {eng.batch.max()} at n = "
+                            + ", ".join(str(n) for n in sorted(eng.n.unique())))
+    timed = [run.name for run in gpu_runs if "chapter_seconds" in run.record]
+    return ("Each GPU column divides the same rows by the engine's bf16 rate that session measured on the BERT-base "
+            "shape at the nearest length and its fastest batch (" + ("; ".join(best) or "no bf16 cell") + "). "
+            "It counts the encoder's work only, at batches no larger than those measured, and none of the "
+            "chapters' other work. "
+            + ("The chapters' wall times on a GPU were measured in " + ", ".join(timed) + "." if timed else
+               "No session measured the chapters' wall times on a GPU, so these hours are not the paper profile's "
+               "GPU time and do not decide whether it fits in one GPU-hour."))
+
+
+def record_table(run) -> pd.DataFrame:
+    """A committed GPU session's record (``run``: a :class:`~textglauber.bench.gpu_data.GpuRun`) as
+    two columns of HTML, commands in ``<code>`` (where MathJax leaves a shell's ``$`` alone); show
+    it with ``markup=[run.name]``."""
+    r, esc = run.record, html.escape
+    versions = ", ".join(f"{k} {v}" for k, v in r["versions"].items())
+    rows = [("date", f"{r['date']}" + (f", {r['measured_utc']} UTC" if "measured_utc" in r else "")),
+            ("machine", r["machine"]), ("versions", versions), ("code", f"commit {str(r['commit'])[:7]}")]
+    if "tf32" in r:
+        rows.append(("TF32 in float32", "on" if r["tf32"] else "off"))
+    if "device_seconds_spent" in r:
+        rows.append(("device time spent", f"{r['device_seconds_spent']} s"))
+    rows = [(k, esc(str(v))) for k, v in rows]
+    rows += [(f"command {k + 1}", f"<code>{esc(c)}</code>") for k, c in enumerate(r["commands"])]
+    rows += [(f"not measured {k + 1}", esc(c)) for k, c in enumerate(r["not_measured"])]
+    return pd.DataFrame(rows, columns=["", run.name])

@@ -39,16 +39,29 @@ def flops_per_step(cfg, n_tokens: int, head_cols: int) -> float:
     return per_token * n_tokens + head
 
 
-def bert_base_random(device, dtype):
-    """The BERT-base shape with random weights (throughput does not depend on them)."""
-    from transformers import BertConfig, BertForMaskedLM
+# the random-weight shapes the grid can time: (hidden size, layers, heads, feed-forward width) of
+# Devlin et al.'s two BERTs, with their 30,522-token vocabulary and 512 positions
+SHAPES = {"bert-base": (768, 12, 12, 3072), "bert-large": (1024, 24, 16, 4096)}
+
+
+def shape_config(name: str):
+    """The BertConfig of one of :data:`SHAPES`."""
+    from transformers import BertConfig
+
+    h, layers, heads, inter = SHAPES[name]
+    return BertConfig(hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=inter)
+
+
+def bert_random(name: str, device, dtype):
+    """A BERT shape of :data:`SHAPES` with random weights (throughput does not depend on them)."""
+    from transformers import BertForMaskedLM
 
     torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig()).to(device=device, dtype=dtype).eval()     # bert-base shape, 30522 vocab
+    model = BertForMaskedLM(shape_config(name)).to(device=device, dtype=dtype).eval()
     tok_dir = tiny.cache_root() / "bench-tok"
     tok_dir.mkdir(parents=True, exist_ok=True)
     tok = tiny.write_tokenizer(tok_dir)          # supplies the special ids; content ids are drawn at random
-    return M.LoadedModel(name="bert-base shape (random weights)", kind="mlm", model=model, tokenizer=tok,
+    return M.LoadedModel(name=f"{name} shape (random weights)", kind="mlm", model=model, tokenizer=tok,
                          device=device, dtype=dtype, source="random", revision=None, max_positions=512,
                          prefix_ids=[2], suffix_ids=[3])
 
@@ -63,7 +76,7 @@ class GridModel:
 
     @classmethod
     def load(cls, name: str, dev: torch.device, dt: torch.dtype, compile: bool | str) -> "GridModel":
-        lm = bert_base_random(dev, dt) if name == "bert-base" else M.load(name, device=str(dev), dtype=str(dt).split(".")[-1])
+        lm = bert_random(name, dev, dt) if name in SHAPES else M.load(name, device=str(dev), dtype=str(dt).split(".")[-1])
         V = int(lm.model.config.vocab_size)
         special = set(lm.tokenizer.all_special_ids) | set(range(5))
         ids = torch.tensor([i for i in range(V) if i not in special])
@@ -73,15 +86,22 @@ class GridModel:
         return cls(lm=lm, ids=ids, scorer=scorer, compiled=compiled)
 
 
+LOOP_CHAINS = 64     # the one-chain loop runs at most this many of a cell's chains (see Cell.loop_chains)
+
+
 @dataclass
 class Cell:
     """One (model, n, batch) cell: the starting states ``x`` and the generator every variant draws
-    from. Each variant method runs ``steps`` steps of every chain from a copy of ``x``."""
+    from. Each variant method runs ``steps`` steps of every chain from a copy of ``x``, except the
+    one-chain loop, which runs the first ``loop_chains`` of them: it does one pass per chain, so
+    its rate per chain-step does not depend on how many chains it loops over, and at batch 512
+    on a GPU looping over them all took minutes a round."""
     model: GridModel
     x: torch.Tensor
     steps: int
     gen: torch.Generator
     device: torch.device
+    loop_chains: int = LOOP_CHAINS
     spec: ChainSpec = field(init=False)
 
     def __post_init__(self):
@@ -95,9 +115,11 @@ class Cell:
         sync(self.device)
 
     def fill_mask_loop(self):
-        """One chain per forward pass with full logits, a draw from the softmax over the vocabulary."""
-        lm, scorer, (B, n) = self.model.lm, self.model.scorer, self.x.shape
-        s = self.x.clone()
+        """One chain per forward pass with full logits, a draw from the softmax over the vocabulary
+        (over the first ``loop_chains`` chains)."""
+        lm, scorer, n = self.model.lm, self.model.scorer, self.x.shape[1]
+        B = min(self.x.shape[0], self.loop_chains)
+        s = self.x[:B].clone()
         with torch.no_grad():
             for _ in range(self.steps):
                 for b in range(B):
@@ -141,15 +163,15 @@ class Cell:
         (B, n), steps, a_size = self.x.shape, self.steps, self.model.scorer.vocab.size
         V = int(self.model.lm.model.config.vocab_size)
         out = {"engine": (self.engine, B * steps, B * a_size * 4),
-               "fill_mask_loop": (self.fill_mask_loop, B * steps, (n + 2) * V * 4),
+               "fill_mask_loop": (self.fill_mask_loop, min(B, self.loop_chains) * steps, (n + 2) * V * 4),
                "shared_site_full": (self.shared_site_full, B * steps, B * (n + 2) * V * 4)}
         if self.model.compiled is not None:
             out["engine_compiled"] = (functools.partial(self.engine, self.model.compiled), B * steps, B * a_size * 4)
+        if self.loop_chains < 1:
+            out.pop("fill_mask_loop")
         if B >= 2:
             half = B // 2
             out["coupled_pairs"] = (self.coupled_pairs, 2 * half * steps, 2 * half * a_size * 4)
-        if B > 64 and self.device.type == "cpu":
-            out.pop("fill_mask_loop")      # hours on a CPU; the ratio at B <= 64 already says it
         return out
 
 
@@ -159,11 +181,13 @@ def _matmul(a: torch.Tensor, device) -> None:
 
 
 def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 3, min_rounds: int = 3,
-             on_cell=None, dtype: str = "auto", compile: bool | str = False) -> pd.DataFrame:
+             on_cell=None, dtype: str = "auto", compile: bool | str = False,
+             loop_chains: int = LOOP_CHAINS) -> pd.DataFrame:
     """Every (model, n, batch) cell of the grid; ``on_cell(table so far)`` is called after each,
     so that a long run can write what it has measured as it goes. ``compile`` adds the variant
     ``engine_compiled`` (the same step through ``torch.compile``; its compilation is in the
-    warm-up call, outside the timings)."""
+    warm-up call, outside the timings). ``loop_chains`` caps the chains the one-chain loop runs
+    (0: the loop is not timed)."""
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
     memory = PeakMemory(dev)
@@ -176,7 +200,8 @@ def run_grid(models_wanted, lengths, batches, device: str = "cpu", steps: int = 
         for n in lengths:
             fl = flops_per_step(model.lm.model.config, n + 2, model.scorer.vocab.size)
             for B in batches:
-                cell = Cell(model, model.ids[torch.randint(len(model.ids), (B, n), generator=gen)], steps, gen, dev)
+                cell = Cell(model, model.ids[torch.randint(len(model.ids), (B, n), generator=gen)], steps, gen, dev,
+                            loop_chains=loop_chains)
                 rows += cell_rows(cell, matmul, size, fl, min_rounds, memory, dt)
                 if on_cell is not None:
                     on_cell(with_speedups(rows))
@@ -207,10 +232,11 @@ def cell_rows(cell: Cell, matmul, size: int, fl: float, min_rounds: int, memory:
         sec = timed[v]
         rows.append({**meta, "batch": B, "variant": v, "chain_steps_per_s": work / sec,
                      "compute_bound_steps_per_s": bound, "fraction_of_bound": work / sec / bound,
-                     "logit_bytes": logit_bytes, "peak_memory_bytes": peaks.get(v, np.nan), **spread[v]})
+                     "chains_timed": work // cell.steps, "logit_bytes": logit_bytes,
+                     "peak_memory_bytes": peaks.get(v, np.nan), **spread[v]})
     sec = timed["rectangles"]
     rows.append({**meta, "batch": 4 * R, "variant": "rectangles", "chain_steps_per_s": R / sec,
-                 "compute_bound_steps_per_s": bound / 4, "fraction_of_bound": R / sec / (bound / 4),
+                 "compute_bound_steps_per_s": bound / 4, "fraction_of_bound": R / sec / (bound / 4), "chains_timed": R,
                  "logit_bytes": 4 * R * cell.model.scorer.vocab.size * 4,
                  "peak_memory_bytes": peaks.get("rectangles", np.nan), **spread["rectangles"]})
     return rows

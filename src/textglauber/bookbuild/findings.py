@@ -150,6 +150,9 @@ def _row(page, folder: Path, root: Path, profile: str) -> str:
         found = page.headline(folder, root, profile) if page else None
     except results.NotThisRun as exc:
         return str(exc)
+    except KeyError as exc:                # tables written by a version of the code that wrote other columns
+        return (f"Not read: this code reads {exc} from {folder.name}'s tables, which do not hold it (they were "
+                "written by another version of the code); run the chapter again.")
     return cell(found) if found else "Not run in this build."
 
 

@@ -17,12 +17,14 @@ def headline(folder: Path, root: Path, profile: str) -> Headline:
 
     benches = read.read_tables(root / "bench")
     metas = read.read_metastable(root / "bench")
+    gpu = _gpu_words()
     if not benches and not metas:
-        return Headline("No benchmark has been run for this build.")
+        return Headline("No benchmark has been run for this build.", gpu)
     out = []
     for device, df in benches.items():
         t = read.targets(df)
-        when = ", ".join(sorted({read.created(p) for p in (root / "bench").glob(f"bench-{device}*.json")} - {""}))
+        when = ", ".join(sorted({read.created(p) for p in (root / "bench").glob(f"bench-{df.device.iloc[0]}*.json")}
+                                - {""}))
         text = f"{esc(device)}" + (f" (measured {when} UTC)" if when else "") + ": "
         bound = t[t.target.str.startswith("fraction")] if len(t) else t
         shared = t[t.target.str.contains("shared-site")] if len(t) else t
@@ -52,7 +54,28 @@ def headline(folder: Path, root: Path, profile: str) -> Headline:
                        f"auto has no target, only a ceiling, plain's rows over memo's: from {number(b['row bound'].min())} "
                        f"({nowrap(lo.model)}, n = {lo.n:g}, T = {lo.temperature:g}{reached}) to "
                        f"{number(b['row bound'].max())}.")
-    return Headline(out[0], " ".join(out[1:]))
+    return Headline(out[0], " ".join([*out[1:], gpu]).strip())
+
+
+def _gpu_words() -> str:
+    """The committed GPU measurements in one sentence per session ('' where there are none)."""
+    from ..bench import gpu_data, read
+
+    words = []
+    for run in gpu_data.gpu_runs()[0]:
+        best = []
+        for df in run.tables.values():
+            t = read.targets(df)
+            decided = t[t.target.str.startswith("fraction")] if len(t) else t
+            if len(decided):
+                r = decided.iloc[0]
+                best.append(f"{r.measured:.2f} of the bf16 bound in the target's least cell (target {r.needed:g}: "
+                            f"{'met' if r.met else 'not met'})")
+        if not best:
+            best.append("no cell at the GPU target's size (n = 128, batch 512 or more) was measured")
+        words.append(f"GPU ({esc(run.name)}, committed data): "
+                     + "; ".join(best) + ".")
+    return " ".join(words)
 
 
 

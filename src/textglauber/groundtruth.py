@@ -6,7 +6,7 @@ exactly. Here each diagnostic of the book runs on such a chain and is set beside
 the coupling estimate and the contraction bound (:func:`ground_truth`), the margin certificate
 (:func:`margin_check`), the embedding hitting time (:func:`hitting_check`), the traps detector's
 basins (:func:`trap_basins`) and the holding times of the deepest traps (:func:`holding_check`).
-:func:`headline` counts what the comparison shows, for the chapter and the findings page alike;
+:func:`compare` counts what the comparison shows, for the chapter and the findings page alike;
 the rest builds the chapter's tables. Its sentences, views and figures are in
 :mod:`textglauber.pages.ground_truth`.
 """
@@ -251,9 +251,10 @@ def _at_temperature(table: TabulatedScorer, states: torch.Tensor, T: float, gen:
 
 # --------------------------------------------------------------------------- what the comparison shows
 @dataclass
-class Headline:
+class Comparison:
     """What a ground-truth table (and its holding-time table) says about the diagnostics, as counts
-    over its model-temperature cases where both sides are known."""
+    over its model-temperature cases where both sides are known (worded by
+    :mod:`textglauber.pages.ground_truth`)."""
     cases: int
     coupling_cases: int           # a coupling estimate and an exact t_mix
     coupling_near: int            # of those, the estimate within a factor 2 of t_mix
@@ -268,30 +269,14 @@ class Headline:
     holding_left: int = 0         # of those, traps some chain left within the budget
     holding_steps: int = 0        # chain-steps the jumps simulated
 
-    def clauses(self) -> list[str]:
-        """The counts in words, one clause each, as the chapter and the findings page both say them."""
-        out = []
-        if self.coupling_cases:
-            out.append(f"the coupling estimate from random pairs lies within a factor 2 of the exact mixing time in "
-                       f"{self.coupling_near} of {self.coupling_cases} cases")
-        if self.hitting_cases:
-            out.append(f"the median hitting time is below the exact mixing time in {self.hitting_below} of "
-                       f"{self.hitting_cases} cases (by a factor of up to {self.hitting_max_ratio:.3g})")
-        if self.bound_cases:
-            out.append(f"the contraction bound holds in {self.bound_holds} of {self.bound_cases} cases where the "
-                       f"exact alpha is below one, on average {self.bound_mean_ratio:.1f} times the exact mixing time")
-        else:
-            out.append("the exact alpha is below one in no case, so the contraction bound never applies")
-        return out
 
-
-def headline(truth: pd.DataFrame, holding: pd.DataFrame | None = None) -> Headline:
+def compare(truth: pd.DataFrame, holding: pd.DataFrame | None = None) -> Comparison:
     """Count what the exact answers say about the coupling estimate, the median hitting time and
     the contraction bound in ``truth`` (the chapter's ``ground_truth`` table), and, with the
     ``holding_times`` table, how often the exact mean hold lies inside the simulated interval."""
     c, h, b = cases(truth)
     r = h["exact t_mix"] / h["hitting time (median)"]
-    out = Headline(cases=len(truth), coupling_cases=len(c),
+    out = Comparison(cases=len(truth), coupling_cases=len(c),
                    coupling_near=int((c["coupling estimate"] / c["exact t_mix"]).between(0.5, 2).sum()),
                    hitting_cases=len(h), hitting_below=int((r > 1).sum()),
                    hitting_max_ratio=float(r.max()) if len(h) else np.nan, bound_cases=len(b),

@@ -148,19 +148,19 @@ def _holding():
                          "steps simulated": [100, 400, 50], "rows scored": [7, 4, 9]})
 
 
-def test_headline_counts_the_cases_where_both_sides_are_known():
+def test_comparison_counts_the_cases_where_both_sides_are_known():
     """Counted row by row here: coupling within a factor 2 in rows 0 and 4 of 0, 1, 4; hitting
     below t_mix in rows 0 and 3 of 0, 1, 3 (ratios 2, 0.5, 5); the bound in rows 0, 3, 4, holding
     in 0 and 4 (ratios 3, 0.875, 1)."""
-    hl = groundtruth.headline(_truth())
+    hl = groundtruth.compare(_truth())
     assert (hl.cases, hl.coupling_cases, hl.coupling_near) == (5, 3, 2)
     assert (hl.hitting_cases, hl.hitting_below, hl.hitting_max_ratio) == (3, 2, 5.0)
     assert (hl.bound_cases, hl.bound_holds) == (3, 2)
     assert hl.bound_mean_ratio == pytest.approx((3 + 35 / 40 + 1) / 3)
     assert hl.holding_traps == 0
-    hl = groundtruth.headline(_truth(), _holding())
+    hl = groundtruth.compare(_truth(), _holding())
     assert (hl.holding_traps, hl.holding_inside, hl.holding_left, hl.holding_steps) == (3, 2, 2, 550)
-    none = groundtruth.headline(_truth().assign(**{"exact t_mix": np.nan}))
+    none = groundtruth.compare(_truth().assign(**{"exact t_mix": np.nan}))
     assert none.coupling_cases == none.hitting_cases == none.bound_cases == 0 and np.isnan(none.hitting_max_ratio)
 
 
@@ -174,7 +174,7 @@ def test_the_chapters_summary_and_the_findings_line_say_the_same_counts():
     ok = ground_truth_page.summary(t.assign(**{"contraction bound": [30.0, np.inf, 9.0, 45.0, 8.0]}), "smoke")
     assert "holds in 3 of 3 cases" in ok
     # the findings page says the same clauses, word for word
-    for clause in groundtruth.headline(t).clauses():
+    for clause in ground_truth_page.clauses(groundtruth.compare(t)):
         assert clause[1:] in text
 
 

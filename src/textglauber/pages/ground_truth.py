@@ -2,7 +2,7 @@
 :mod:`textglauber.groundtruth`: the sentences on what the exact answers say, on the trap basins and
 on the holding times, the comparison with the preprint, the chapter's figures, and its row on the
 findings page: the simulated estimates against the exact mixing times of enumerable chains
-(:func:`textglauber.groundtruth.headline` counts; this module words them)."""
+(:func:`textglauber.groundtruth.compare` counts; this module words them)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..groundtruth import cases, holding_counts
-from ..groundtruth import headline as counts
+from ..groundtruth import Comparison, cases, compare, holding_counts
 from ..ising import clique_ratios
 from . import Headline
 from .reading import nowrap, table
@@ -21,8 +20,8 @@ def headline(folder: Path, root: Path, profile: str) -> Headline | None:
     t = table(folder, "ground_truth")
     if t is None:
         return None
-    hl = counts(t, table(folder, "holding_times"))
-    parts = hl.clauses()
+    hl = compare(t, table(folder, "holding_times"))
+    parts = clauses(hl)
     models = ", ".join(nowrap(m) for m in t.model.unique())
     opening = f"Over {hl.cases} model-temperature cases ({models}, restricted to a few tokens and short lengths): "
     text = opening + "; ".join(parts) + "."
@@ -36,14 +35,31 @@ def headline(folder: Path, root: Path, profile: str) -> Headline | None:
     return Headline(opening + (parts[0] if parts else "no comparison") + ".", text)
 
 
+def clauses(c: Comparison) -> list[str]:
+    """The counts in words, one clause each, as the chapter and the findings page both say them."""
+    out = []
+    if c.coupling_cases:
+        out.append(f"the coupling estimate from random pairs lies within a factor 2 of the exact mixing time in "
+                   f"{c.coupling_near} of {c.coupling_cases} cases")
+    if c.hitting_cases:
+        out.append(f"the median hitting time is below the exact mixing time in {c.hitting_below} of "
+                   f"{c.hitting_cases} cases (by a factor of up to {c.hitting_max_ratio:.3g})")
+    if c.bound_cases:
+        out.append(f"the contraction bound holds in {c.bound_holds} of {c.bound_cases} cases where the "
+                   f"exact alpha is below one, on average {c.bound_mean_ratio:.1f} times the exact mixing time")
+    else:
+        out.append("the exact alpha is below one in no case, so the contraction bound never applies")
+    return out
+
+
 def preprint() -> str:
     return "No exact values: coupling and hitting times are used as the measure of mixing on BERT."
 
 
 def summary(truth: pd.DataFrame, profile: str) -> str:
     """The chapter's sentences on what the exact answers say (Markdown)."""
-    hl = counts(truth)
-    lines = [c[0].upper() + c[1:] + "." for c in hl.clauses()]
+    hl = compare(truth)
+    lines = [c[0].upper() + c[1:] + "." for c in clauses(hl)]
     if hl.hitting_cases:
         lines.append("Reaching half the stationary drift says the chain has moved, not that it has forgotten its start.")
     per_model = truth.groupby("model", sort=False)["TV(pi, PL law)"].agg(["min", "max"])

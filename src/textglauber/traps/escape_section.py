@@ -39,8 +39,9 @@ def _cell_row(model, j, ids, text, delta, T, hold, run, new_rows) -> dict:
 
 
 def _fit_row(model, j, ids, delta, Ts, holds, runs, bar, token) -> dict:
-    fit = arrhenius(Ts, [(r.times, r.censored) for r in runs], n_boot=500)
-    cold = coldest(Ts, [(r.times, r.censored) for r in runs], m=MIN_MEDIANS, n_boot=500)
+    samples = [(r.times, r.censored) for r in runs]
+    fit = arrhenius(Ts, samples, n_boot=500)
+    cold = coldest(Ts, samples, m=MIN_MEDIANS, n_boot=500)
     one_state = np.polyfit(1 / np.asarray(Ts), np.log(holds), 1)[0]
     return {"model": model, "trap": j, "trap_ids": ids, "k": runs[0].k, "margin": delta, "slope": fit.slope,
             "slope_low": fit.slope_low, "slope_high": fit.slope_high, "cold slope": cold.slope,

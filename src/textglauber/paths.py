@@ -35,3 +35,8 @@ def models_root() -> Path:
 def standins_root() -> Path:
     """The standin profile's local models (``textglauber.standins``)."""
     return repo_root() / "_build" / "standins"
+
+
+def gpu_data_root() -> Path:
+    """GPU timings kept as data, one folder per session (``textglauber.bench.gpu_data``)."""
+    return repo_root() / "data" / "gpu"

@@ -9,6 +9,7 @@ import pytest
 
 from textglauber.bench import gpu_data, read, report
 from textglauber.pages import cost
+from textglauber.paths import gpu_data_root
 
 BERT = "bert-base shape (random weights)"
 SESSION = "h200-2026-11-28"
@@ -31,7 +32,7 @@ def test_the_committed_session_is_read_whole_with_bf16_and_float32_kept_apart():
     assert problems == []
     run = {r.name: r for r in runs}[SESSION]
     assert set(run.tables) == {"cuda, bfloat16", "cuda, float32"}
-    folder = gpu_data.gpu_data_root() / SESSION
+    folder = gpu_data_root() / SESSION
     for key, df in run.tables.items():
         dtype = key.split(", ")[1]
         eng = df[df.variant == "engine"]
@@ -73,7 +74,7 @@ def test_a_bf16_table_with_the_targets_cells_decides_it_either_way(tmp_path, fra
 
 def test_a_session_folder_that_cannot_be_read_is_named_and_the_others_kept(tmp_path):
     good = tmp_path / "a-good"
-    shutil.copytree(gpu_data.gpu_data_root() / SESSION, good)
+    shutil.copytree(gpu_data_root() / SESSION, good)
     shutil.copytree(good, tmp_path / "b-no-record")
     (tmp_path / "b-no-record" / gpu_data.RECORD).unlink()
     shutil.copytree(good, tmp_path / "c-short-record")

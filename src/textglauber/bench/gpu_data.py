@@ -10,15 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..paths import repo_root
+from ..paths import gpu_data_root
 from .read import read_tables
 
 RECORD = "record.json"
 RECORD_KEYS = ("date", "machine", "versions", "commit", "commands", "not_measured")
-
-
-def gpu_data_root() -> Path:
-    return repo_root() / "data" / "gpu"
 
 
 @dataclass

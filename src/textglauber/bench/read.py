@@ -195,6 +195,11 @@ def targets(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def bound_rows(t: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a :func:`targets` table that hold the compute-bound target."""
+    return t[t.target.str.startswith("fraction")] if len(t) else t
+
+
 def standing_targets(df: pd.DataFrame) -> pd.DataFrame:
     """:func:`targets` less the retired one (the ratio over the one-chain fill-mask loop)."""
     t = targets(df)

@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..traps.finder import TRAP_HOLD, TRAP_TEMPERATURE
 from .metastable import HIGH_NOOP_SHARE
-from .read import GPU_BOUND_TARGET, cut_cells, grid_coverage
+from .read import GPU_BOUND_TARGET, bound_rows, cut_cells, grid_coverage, targets
 
 
 def close_sentence(t: pd.DataFrame) -> str:
@@ -101,9 +101,9 @@ def gpu_target_sentence(df: pd.DataFrame) -> str:
     target = f"{needed:g} of the bf16 bound for the BERT-base shape at n = {n}, batch {least} or more"
     if str(df.dtype.iloc[0]) != "bfloat16":
         return f"This table is {df.dtype.iloc[0]}: the GPU target ({target}) is read off a bf16 table only."
-    eng = df[(df.variant == "engine") & df.model.str.startswith("bert-base") & (df.n == n)].sort_values("batch")
-    if (eng.batch >= least).any():
+    if len(bound_rows(targets(df))):                  # its cells decide it: the targets table says how
         return ""
+    eng = df[(df.variant == "engine") & df.model.str.startswith("bert-base") & (df.n == n)].sort_values("batch")
     if not len(eng):
         return f"No cell of the BERT-base shape at n = {n} was measured, so the GPU target ({target}) is not decided."
     lo, hi = eng.iloc[0], eng.iloc[-1]

@@ -26,7 +26,7 @@ def headline(folder: Path, root: Path, profile: str) -> Headline:
         when = ", ".join(sorted({read.created(p) for p in (root / "bench").glob(f"bench-{df.device.iloc[0]}*.json")}
                                 - {""}))
         text = f"{esc(device)}" + (f" (measured {when} UTC)" if when else "") + ": "
-        bound = t[t.target.str.startswith("fraction")] if len(t) else t
+        bound = read.bound_rows(t)
         shared = t[t.target.str.contains("shared-site")] if len(t) else t
         if len(bound):
             r = bound.iloc[0]
@@ -65,14 +65,14 @@ def _gpu_words() -> str:
     for run in gpu_data.gpu_runs()[0]:
         best = []
         for df in run.tables.values():
-            t = read.targets(df)
-            decided = t[t.target.str.startswith("fraction")] if len(t) else t
+            decided = read.bound_rows(read.targets(df))
             if len(decided):
                 r = decided.iloc[0]
                 best.append(f"{r.measured:.2f} of the bf16 bound in the target's least cell (target {r.needed:g}: "
                             f"{'met' if r.met else 'not met'})")
         if not best:
-            best.append("no cell at the GPU target's size (n = 128, batch 512 or more) was measured")
+            n, least = read.GPU_BOUND_TARGET[:2]
+            best.append(f"no cell at the GPU target's size (n = {n}, batch {least} or more) was measured")
         words.append(f"GPU ({esc(run.name)}, committed data): "
                      + "; ".join(best) + ".")
     return " ".join(words)

@@ -8,6 +8,7 @@ import torch
 from .. import exact
 from .mixing import (TMIX_MAX_STATES, mixing_lower_bound, mixing_time, relaxation, stationary_sparse,
                      tmix_lower_from_trel)
+from .product import marginals, product_tmix
 from .states import Scores, dobrushin_alpha, kernel, score_table, site_bits
 
 
@@ -67,19 +68,21 @@ def design_tokens(scorer, design: str, pairs: np.ndarray) -> str:
 # ------------------------------------------------------------------------------------------ table
 
 COLUMNS = ["model", "design", "tokens", "n", "temperature", "states", "t_rel", "lambda2", "resolved",
-           "t_mix", "t_mix_lower", "alpha", "top_state", "top_mass", "rows_scored"]
+           "t_mix", "t_mix_product", "t_mix_lower", "alpha", "top_state", "top_mass", "rows_scored"]
 
 
 def phase_point(scores: Scores, temperature: float, *, eps: float = 0.25,
                 tmix_max_states: int = TMIX_MAX_STATES, t_max: int = 2 ** 50) -> dict:
     """The exact quantities of one (n, T) cell from a score table: relaxation, mixing time (where
     the state space allows), the best rigorous lower bound on t_mix, Dobrushin's alpha, and the
-    state of largest stationary mass (``top_state``, an index; its mass ``top_mass``).
+    state of largest stationary mass (``top_state``, an index; its mass ``top_mass``), and the exact
+    t_mix of the product chain with the same single-site stationary marginals (``t_mix_product``,
+    :func:`textglauber.phase.product.product_tmix`), the yardstick for t_mix at high temperature.
 
     The stationary law is exact (GTH elimination) up to ``tmix_max_states`` states (and
     ``exact.GTH_MAX``) and only then feeds t_mix and the trap bound; beyond, it comes from a sparse
-    solve (:func:`stationary_sparse`) and is used for ``top_state`` alone (the pi-free bound of
-    :func:`mixing_lower_bound` is used instead)."""
+    solve (:func:`stationary_sparse`) and is used for ``top_state`` and the marginals of
+    ``t_mix_product`` alone (the pi-free bound of :func:`mixing_lower_bound` is used instead)."""
     P = kernel(scores, temperature)
     rel = relaxation(P)
     exact_pi = exact.stationary(P) if P.shape[0] <= min(tmix_max_states, exact.GTH_MAX) else None
@@ -87,8 +90,11 @@ def phase_point(scores: Scores, temperature: float, *, eps: float = 0.25,
     mix = mixing_time(P, eps, max_states=tmix_max_states, t_max=t_max, pi=exact_pi)
     lower = np.nanmax([mixing_lower_bound(P, exact_pi, eps).t_lower, tmix_lower_from_trel(rel.t_rel, eps)])
     top = int(np.argmax(pi))
+    mu = marginals(pi, scores.n)
+    t_product = float(product_tmix(mu, eps)) if np.isfinite(mu).all() else np.nan
     return {"states": P.shape[0], "t_rel": rel.t_rel, "lambda2": rel.lambda2_abs, "resolved": rel.resolved,
-            "t_mix": mix.t_mix, "t_mix_lower": float(lower), "alpha": dobrushin_alpha(scores, temperature)[0],
+            "t_mix": mix.t_mix, "t_mix_product": t_product,
+            "t_mix_lower": float(lower), "alpha": dobrushin_alpha(scores, temperature)[0],
             "top_state": top, "top_mass": float(pi[top])}
 
 

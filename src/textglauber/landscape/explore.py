@@ -1,0 +1,201 @@
+"""The landscape of a chain too large to list: wells found from starting states, least costs
+between them by Dijkstra's search, and Gamma over the wells found (docs/science.md, chapter 3:
+the landscape).
+
+A state is a tuple of token ids; site i may hold the tokens ``candidates[i]`` (two for a two-token
+design, the model's whole allowed vocabulary for its own chain). Rows come from the caller's scorer
+(wrap it in a memo so that searches share them: the rows of a state do not depend on T).
+
+How wells are found: from each start, steepest descent (the zero-cost move that gains the most) until
+a state has no zero-cost move (a fixed point) or a state repeats (a zero-cost cycle); a cycle is
+closed by a breadth-first walk over zero-cost moves and its bottom classes are the wells. The
+Dijkstra searches between wells add every fixed point they open. Nothing certifies that every
+well was found: :class:`Searched` says how many states were opened and whether any search ran
+out of its budget.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+import torch
+
+from .wgraph import TIE, deepest_root, gamma
+
+MAX_CLOSURE = 4096
+"""States a zero-cost closure may hold before the search gives up on it."""
+
+
+class Moves:
+    """Move costs of a chain on ``scorer`` with per-site candidate tokens: for a state, an (n, K)
+    array cost[i, j] = max_b s_i(b) - s_i(candidates[i][j]) over the candidates, and the candidates."""
+
+    def __init__(self, scorer, candidates):
+        self.scorer = scorer
+        self.tokens = [np.asarray(c, np.int64) for c in candidates]
+        self.cols = [scorer.vocab.index_of(torch.as_tensor(c)).numpy() for c in self.tokens]
+        if any((c < 0).any() for c in self.cols):
+            raise ValueError("a candidate token is not in the scorer's allowed vocabulary")
+        self.seen: dict[tuple, list] = {}
+
+    @property
+    def opened(self) -> int:
+        """States whose rows were scored (each once: the costs are kept)."""
+        return len(self.seen)
+
+    def costs(self, x: tuple) -> list[np.ndarray]:
+        if x in self.seen:
+            return self.seen[x]
+        n = len(x)
+        rows = self.scorer.scores(torch.tensor(x).repeat(n, 1), torch.arange(n)).double().cpu().numpy()
+        out = []
+        for i in range(n):
+            s = rows[i, self.cols[i]]
+            out.append(s.max() - s)
+        self.seen[x] = out
+        return out
+
+
+def _zero_moves(moves: Moves, x: tuple, c: list) -> list[tuple]:
+    out = []
+    for i, ci in enumerate(c):
+        for j in np.flatnonzero(ci <= TIE):
+            t = int(moves.tokens[i][j])
+            if t != x[i]:
+                out.append(x[:i] + (t,) + x[i + 1:])
+    return out
+
+
+def _gain_step(moves: Moves, x: tuple, c: list) -> tuple | None:
+    """The zero-cost move that gains most over the current token (None at a fixed point)."""
+    best, gain = None, TIE
+    for i, ci in enumerate(c):
+        here = ci[np.flatnonzero(moves.tokens[i] == x[i])]
+        g = float(here[0]) if len(here) else math.inf
+        if g > gain:
+            j = int(np.argmin(ci))
+            best, gain = x[:i] + (int(moves.tokens[i][j]),) + x[i + 1:], g
+    return best
+
+
+def closure_wells(moves: Moves, x: tuple) -> list[frozenset]:
+    """The bottom classes of the zero-cost moves reachable from ``x`` (empty if the closure passes
+    :data:`MAX_CLOSURE` states)."""
+    g, todo, seen = nx.DiGraph(), [x], {x}
+    while todo:
+        y = todo.pop()
+        g.add_node(y)
+        for z in _zero_moves(moves, y, moves.costs(y)):
+            g.add_edge(y, z)
+            if z not in seen:
+                if len(seen) >= MAX_CLOSURE:
+                    return []
+                seen.add(z)
+                todo.append(z)
+    cond = nx.condensation(g)
+    return [frozenset(cond.nodes[c]["members"]) for c in cond if cond.out_degree(c) == 0]
+
+
+def descend(moves: Moves, start: tuple, max_steps: int = 10_000) -> list[frozenset]:
+    """The wells that steepest zero-cost descent from ``start`` ends in (one, or those of a cycle)."""
+    x, seen = tuple(int(t) for t in start), set()
+    for _ in range(max_steps):
+        c = moves.costs(x)
+        nxt = _gain_step(moves, x, c)
+        if nxt is None:
+            return closure_wells(moves, x) if _zero_moves(moves, x, c) else [frozenset([x])]
+        if x in seen:
+            return closure_wells(moves, x)
+        seen.add(x)
+        x = nxt
+    return []
+
+
+@dataclass
+class _Reach:
+    cost: dict           # settled state -> least cost from the well
+    fixed: list          # fixed points settled that belong to no known well
+    finished: bool       # every target settled before the budget ran out
+
+
+def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, max_states: int) -> _Reach:
+    """Least costs from ``well`` to the states of the other wells (``absorbing``: state -> well),
+    which are settled but not expanded; stops when all are settled or after ``max_states`` states."""
+    targets = set(absorbing)
+    tick = itertools.count()
+    heap = [(0.0, next(tick), x) for x in well]
+    cost, fixed, opened = {}, [], 0
+    while heap and targets:
+        c, _, x = heapq.heappop(heap)
+        if x in cost:
+            continue
+        cost[x] = c
+        targets.discard(x)
+        if x in absorbing:
+            continue
+        if opened >= max_states:
+            return _Reach(cost, fixed, False)
+        opened += 1
+        mc = moves.costs(x)
+        if x not in well and not _zero_moves(moves, x, mc):
+            fixed.append(x)
+        for i, ci in enumerate(mc):
+            for j, t in enumerate(moves.tokens[i]):
+                if t != x[i]:
+                    y = x[:i] + (int(t),) + x[i + 1:]
+                    if y not in cost:
+                        heapq.heappush(heap, (c + float(ci[j]), next(tick), y))
+    return _Reach(cost, fixed, not targets)
+
+
+@dataclass
+class Searched:
+    """Wells found (frozensets of states), least costs V between them (inf where a search did not
+    reach), Gamma over them, the ground well, states opened, and whether every search finished."""
+
+    wells: list
+    V: np.ndarray
+    gamma: float
+    ground: int
+    opened: int
+    finished: bool
+
+
+def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> Searched:
+    """Wells from ``starts`` by descent, then V by Dijkstra from every well (module docstring);
+    fixed points met on the way join the wells and the searches run again, ``rounds`` times at most."""
+    wells: list[frozenset] = []
+    for s in starts:
+        for w in descend(moves, s):
+            if w not in wells:
+                wells.append(w)
+    finished = True
+    for _ in range(rounds):
+        V, new, finished = _costs(moves, wells, max_states)
+        fresh = [frozenset([x]) for x in new if frozenset([x]) not in wells]
+        if not fresh:
+            break
+        wells.extend(dict.fromkeys(fresh))
+    else:
+        V, _, finished = _costs(moves, wells, max_states)
+    g = gamma(V) if len(wells) > 1 else math.nan
+    ground = deepest_root(V) if len(wells) > 1 else 0
+    return Searched(wells, V, g, ground, moves.opened, finished)
+
+
+def _costs(moves: Moves, wells: list, max_states: int) -> tuple[np.ndarray, list, bool]:
+    m = len(wells)
+    V, new, finished = np.full((m, m), np.inf), [], True
+    for a, w in enumerate(wells):
+        absorbing = {x: b for b, z in enumerate(wells) if b != a for x in z}
+        r = _dijkstra(moves, w, absorbing, max_states)
+        finished &= r.finished
+        new.extend(x for x in r.fixed if x not in new)
+        for b, z in enumerate(wells):
+            if b != a:
+                V[a, b] = min((r.cost[x] for x in z if x in r.cost), default=math.inf)
+    return V, new, finished

@@ -1,0 +1,193 @@
+"""The landscape (textglauber.landscape) against independent answers: W-graph weights by brute force
+over every arrow map, wells and barriers planted in synthetic score tables with closed-form depths,
+exact eigenvalues of the enumerated kernel as T falls, and the search against full enumeration."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from textglauber import phase
+from textglauber.landscape import check, enumerated, explore, wgraph
+from textglauber.vocabulary import AllowedVocab
+
+
+# ----------------------------------------------------------------------------- independent helpers
+
+def brute_w(V: np.ndarray, roots) -> float:
+    """Least W-graph weight with root set ``roots`` by trying every arrow map (no library)."""
+    m, roots = len(V), set(roots)
+    others = [a for a in range(m) if a not in roots]
+    best = math.inf
+    for choice in itertools.product(range(m), repeat=len(others)):
+        succ = dict(zip(others, choice))
+        if any(a == b or not np.isfinite(V[a, b]) for a, b in succ.items()):
+            continue
+        ok = True
+        for a in others:
+            seen, x = set(), a
+            while x in succ:
+                if x in seen:
+                    ok = False
+                    break
+                seen.add(x)
+                x = succ[x]
+            ok = ok and x in roots
+        if ok:
+            best = min(best, sum(V[a, b] for a, b in succ.items()))
+    return best
+
+
+def table(n: int, field) -> phase.Scores:
+    """A two-token score table whose logit of bit 1 at site i is field(i, bits of the other sites)
+    (the logit of bit 0 is 0)."""
+    logits = np.zeros((n, 2 ** (n - 1), 2))
+    for i in range(n):
+        for c in range(2 ** (n - 1)):
+            others = [(c >> (n - 2 - j)) & 1 for j in range(n - 1)]
+            bits = others[:i] + [None] + others[i:]
+            logits[i, c, 1] = field(i, bits)
+    return phase.Scores(logits)
+
+
+def curie_weiss(n: int, J: float, h: float) -> phase.Scores:
+    return table(n, lambda i, b: J * sum(2 * x - 1 for x in b if x is not None) + h)
+
+
+class TableScorer:
+    """The score table as a scorer over token ids 0 and 1 (what the search is given)."""
+
+    def __init__(self, scores: phase.Scores):
+        self.s, self.n = scores, scores.n
+        self.vocab = AllowedVocab(ids=torch.tensor([0, 1]), tokens=("0", "1"), vocab_size=2)
+
+    @property
+    def max_length(self):
+        return self.n
+
+    def scores(self, states, sites):
+        x, i = states.numpy(), sites.numpy()
+        state = (x * (1 << np.arange(self.n - 1, -1, -1))).sum(1)
+        return torch.as_tensor(self.s.logits[i, phase.context_of(state, i, self.n)])
+
+
+# ----------------------------------------------------------------------------------------- W-graphs
+
+@pytest.mark.parametrize("m", [2, 3, 4, 5])
+def test_forest_weights_match_brute_force(m):
+    rng = np.random.default_rng(m)
+    for _ in range(6):
+        V = rng.exponential(2.0, (m, m))
+        V[rng.random((m, m)) < 0.2] = np.inf
+        for k in (1, 2):
+            for roots in itertools.combinations(range(m), k):
+                assert wgraph.forest_weight(V, roots) == pytest.approx(brute_w(V, roots), abs=1e-9)
+
+
+def test_gamma_of_two_wells_is_the_shallower_exit():
+    V = np.array([[np.inf, 3.0], [5.0, np.inf]])
+    assert wgraph.gamma(V) == 3.0 and wgraph.deepest_root(V) == 1
+
+
+def test_gamma_of_three_wells_by_hand():
+    # wells 0 -> 1 costs 2, 1 -> 0 costs 6, 1 -> 2 costs 4, 2 -> 1 costs 7, 0 <-> 2 impossible.
+    # W(1): root 2: 0->1, 1->2 = 6; root 1: 0->1, 2->1 = 9; root 0: 1->0, 2->1 = 13. So W(1) = 6.
+    # W(2): {1, 2}: 0->1 = 2; {0, 2}: 1->2 = 4 (or 1->0 = 6); {0, 1}: 2->1 = 7. So W(2) = 2.
+    V = np.array([[np.inf, 2.0, np.inf], [6.0, np.inf, 4.0], [np.inf, 7.0, np.inf]])
+    assert wgraph.least_weight(V, 1) == 6.0 and wgraph.least_weight(V, 2) == 2.0
+    assert wgraph.gamma(V) == 4.0 and wgraph.deepest_root(V) == 2
+    assert math.isnan(wgraph.gamma(V[:1, :1]))
+
+
+# ------------------------------------------------------------------------------- planted landscapes
+
+@pytest.mark.parametrize("n, J, h", [(4, 1.0, 0.0), (5, 1.0, 0.3), (6, 0.7, 0.5), (7, 0.4, 0.9)])
+def test_curie_weiss_wells_and_barrier_in_closed_form(n, J, h):
+    L = enumerated.two_token_landscape(curie_weiss(n, J, h))
+    up = sum(max(0.0, J * (n - 1 - 2 * k) - h) for k in range(n))     # all 0 -> all 1, one site at a time
+    down = sum(max(0.0, J * (n - 1 - 2 * k) + h) for k in range(n))
+    assert [list(w) for w in L.wells] == [[0], [2 ** n - 1]]
+    assert L.V[0, 1] == pytest.approx(up) and L.V[1, 0] == pytest.approx(down)
+    assert L.gamma == pytest.approx(min(up, down))
+    assert L.ground == (1 if down > up else 0) or up == down
+
+
+def cycle_pair_and_ferro(J: float) -> phase.Scores:
+    """Sites 0, 1: site 0 copies site 1 and site 1 writes the opposite of site 0 (a zero-cost cycle of
+    four states, no fixed point); sites 2, 3 copy each other with strength J."""
+    def field(i, b):
+        if i == 0:
+            return 3.0 * (2 * b[1] - 1)
+        if i == 1:
+            return -3.0 * (2 * b[0] - 1)
+        return J * (2 * b[5 - i] - 1)
+    return table(4, field)
+
+
+def test_zero_cost_cycles_are_wells():
+    L = enumerated.two_token_landscape(cycle_pair_and_ferro(1.5))
+    assert len(L.wells) == 2 and all(len(w) == 4 for w in L.wells)
+    low = {int(s) & 3 for s in L.wells[0]} | {int(s) & 3 for s in L.wells[1]}
+    assert low == {0, 3}                                              # the ferromagnetic pair aligned
+    assert L.gamma == pytest.approx(1.5)
+    src, dst, cost = enumerated.two_token_moves(cycle_pair_and_ferro(1.5))
+    zero = np.zeros(16, int)
+    np.add.at(zero, src[cost <= 1e-9], 1)
+    assert (zero > 0).all()          # every state has a zero-cost move: no fixed point, so a
+                                     # fixed-point-only search would find no well at all here
+
+
+def test_gamma_is_the_limit_of_T_ln_trel():
+    for scores in (curie_weiss(6, 0.7, 0.5), cycle_pair_and_ferro(1.5), curie_weiss(7, 0.4, 0.9)):
+        L = enumerated.two_token_landscape(scores)
+        c = check.cold_check(scores, L.gamma)
+        assert check.resolved_count(c) >= 4
+        coldest, raw, line = check.limit(c)
+        assert check.agreement(raw, L.gamma) < 0.15
+        assert check.agreement(line, L.gamma) < 0.05
+
+
+def test_random_tables_gamma_against_exact_eigenvalues():
+    done = 0
+    for seed in range(60):                       # independent random logits: a rugged landscape
+        rng = np.random.default_rng(seed)
+        s = phase.Scores(rng.normal(scale=2.0, size=(5, 16, 2)))
+        L = enumerated.two_token_landscape(s)
+        if len(L.wells) < 2 or not L.gamma > 0.05:
+            continue
+        c = check.cold_check(s, L.gamma)
+        assert check.resolved_count(c) >= 4
+        assert check.agreement(check.limit(c)[2], L.gamma) < 0.1
+        done += 1
+    assert done >= 8
+
+
+def test_the_check_can_fail_on_a_wrong_exponent():
+    s = curie_weiss(6, 0.7, 0.5)
+    L = enumerated.two_token_landscape(s)
+    wrong = L.V[1, 0]                                                  # the deeper well's exit, not Gamma
+    c = check.cold_check(s, wrong)
+    assert check.agreement(check.limit(c)[2], wrong) > 0.15
+
+
+# ------------------------------------------------------------------------------------------- search
+
+@pytest.mark.parametrize("scores", [curie_weiss(8, 0.5, 0.2), cycle_pair_and_ferro(2.0)])
+def test_search_finds_the_enumerated_landscape(scores):
+    L = enumerated.two_token_landscape(scores)
+    n = scores.n
+    moves = explore.Moves(TableScorer(scores), [[0, 1]] * n)
+    rng = np.random.default_rng(1)
+    found = explore.search(moves, [tuple(rng.integers(2, size=n).tolist()) for _ in range(6)], max_states=400)
+    as_sets = {frozenset(int("".join(map(str, x)), 2) for x in w) for w in found.wells}
+    assert as_sets == {frozenset(int(s) for s in w) for w in L.wells}
+    assert found.gamma == pytest.approx(L.gamma) and found.finished
+    assert found.opened <= 2 ** n
+
+
+def test_search_budget_is_reported():
+    s = curie_weiss(8, 0.5, 0.2)
+    moves = explore.Moves(TableScorer(s), [[0, 1]] * 8)
+    found = explore.search(moves, [(0,) * 8, (1,) * 8], max_states=3)
+    assert not found.finished

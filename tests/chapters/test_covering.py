@@ -155,6 +155,7 @@ def test_left_out_brute_force_and_kernel():
         c = cover(sc, [3, 5, 11], T, eps, max_states=200)
         assert c.complete and c.left_out <= eps
         assert c.left_out == pytest.approx(brute_left_out(sc, c.sets, T), rel=1e-10)
+        assert c.step_left_out <= c.left_out + 1e-15
         assert c.rows_scored == len(c.rows) == sum(c.states // len(s) for s in c.sets)
         calls = sc.rows
         P = restricted_kernel(c, T)
@@ -226,10 +227,10 @@ def test_coupling_simulated():
         x[rows, i], y[rows, i] = a, b
         parted |= (x != y).any(1)
         rate = parted.mean()
-        assert rate <= t * c.left_out + 4 * math.sqrt(t * c.left_out / R)
+        assert rate <= t * c.step_left_out + 4 * math.sqrt(t * c.step_left_out / R)
         mu_res, mu_full, together_law = mu_res @ Pres, mu_full @ Pfull, together_law @ K
         exact_rate = 1 - together_law.sum()
-        assert exact_rate <= t * c.left_out and abs(rate - exact_rate) < 4 * math.sqrt(exact_rate / R) + 1e-3
+        assert exact_rate <= t * c.step_left_out + 1e-12 and abs(rate - exact_rate) < 4 * math.sqrt(exact_rate / R) + 1e-3
     # the marginals at the last step are the two chains' laws (Monte-Carlo error ~ 0.01)
     emp_y = np.bincount(space.index(np.asarray(sc.vocab.ids)[y]), minlength=len(mu_res)) / R
     emp_x = np.bincount(full_index(x, k), minlength=len(mu_full)) / R
@@ -257,7 +258,7 @@ def test_coupling_exact():
         lifted = np.zeros_like(Ft)
         lifted[:, embed] = Rt
         dist = 0.5 * np.abs(Ft - lifted).sum(1)
-        assert dist.max() <= t * c.left_out + 1e-12
+        assert dist.max() <= t * c.step_left_out + 1e-12
         if t == 1:
             np.testing.assert_allclose(dist, out.mean(1), atol=1e-12)
     assert dist.max() > c.left_out                                     # the bound is not vacuous here
@@ -278,10 +279,10 @@ def test_transfer_bound_two_wells():
     assert c.complete and [s.tolist() for s in c.sets] == [[3, 5]] * 3
     full = exact.glauber_kernel(sc, 3, T).kernel
     t_full = exact.mixing_time(full, 0.25)
-    tr = transfer_lower_bound(restricted_kernel(c, T), c.left_out, max_states=100)
+    tr = transfer_lower_bound(restricted_kernel(c, T), c.step_left_out, max_states=100)
     assert tr.reason == "holds"
     assert 10 < tr.t_lower <= t_full
-    assert tr.t_lower <= 1 / (4 * c.left_out) + 1 and tr.t_lower <= tr.t_mix
+    assert tr.t_lower <= 1 / (4 * c.step_left_out) + 1 and tr.t_lower <= tr.t_mix
     assert tr.t_rel > 1
 
 

@@ -12,7 +12,9 @@ behaves as exp(-cost / T) as T falls. From the costs alone:
   :mod:`textglauber.phase`), exact;
 - ``explore``: the landscape of a longer chain, from wells found by descent and Dijkstra's search
   between them (not certified complete);
-- ``check``: T ln t_rel against Gamma on enumerated chains, at temperatures chosen from Gamma.
+- ``check``: T ln t_rel against Gamma on enumerated chains, at temperatures chosen from Gamma;
+- ``growth``: whether Gamma grows with n (a verdict on heights, with parity named);
+- ``tables``: the chapter's landscape tables, built from the above.
 """
 from __future__ import annotations
 

@@ -124,12 +124,13 @@ class _Reach:
 
 def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, max_states: int) -> _Reach:
     """Least costs from ``well`` to the states of the other wells (``absorbing``: state -> well),
-    which are settled but not expanded; stops when all are settled or after ``max_states`` states."""
+    which are settled but not expanded. It stops once every target is settled and half its budget
+    is spent (the rest of that half looks for wells not yet known), or after ``max_states`` states."""
     targets = set(absorbing)
     tick = itertools.count()
     heap = [(0.0, next(tick), x) for x in well]
     cost, fixed, opened = {}, [], 0
-    while heap and targets:
+    while heap and (targets or opened < max_states // 2):
         c, _, x = heapq.heappop(heap)
         if x in cost:
             continue

@@ -76,11 +76,15 @@ class Covering:
 
     ``left_out`` is the largest, over the states x of prod S_i and the sites i, of the mass
     1 - pi_i(S_i | x_{-i}) the model puts outside S_i (summed over the tokens outside, never taken
-    as 1 minus the mass inside). ``rows`` holds every masked row scored, keyed by (site, context
-    tuple): the logits of all of A, so the restricted kernel needs no further model call."""
+    as 1 minus the mass inside). ``step_left_out`` is the largest over states of that mass averaged
+    over the sites: the chance that one step of the coupled pair (a uniform site) splits them, the
+    number the transfer bound uses (at most ``left_out``, and up to n times smaller). ``rows`` holds
+    every masked row scored, keyed by (site, context tuple): the logits of all of A, so the
+    restricted kernel needs no further model call."""
 
     sets: list
     left_out: float
+    step_left_out: float
     states: int
     rows_scored: int
     rounds: int
@@ -161,12 +165,14 @@ def cover(scorer, seed, temperature: float, eps: float, *, max_states: int, max_
     sets = [seed[i:i + 1] for i in range(n)]
     for rounds in range(1, max_rounds + 1):
         states = ProductSpace(sets).states()
-        grown, left = [], 0.0
+        grown, left, per_state = [], 0.0, np.zeros(len(states))
         for i in range(n):
-            contexts, _ = _contexts(states, i)
+            contexts, where = _contexts(states, i)
             logits, new = _site_rows(scorer, rows, i, contexts, int(sets[i][0]), batch)
             scored += new
-            left = max(left, float(_outside_mass(logits, temperature, np.isin(vocab_ids, sets[i])).max()))
+            out = _outside_mass(logits, temperature, np.isin(vocab_ids, sets[i]))
+            left = max(left, float(out.max()))
+            per_state += out[where.ravel()] / n
             grown.append(np.union1d(sets[i], vocab_ids[_top_columns(logits, temperature, eps)]))
         done = all(len(g) == len(s) for g, s in zip(grown, sets))
         size = ProductSpace(grown).size
@@ -175,8 +181,8 @@ def cover(scorer, seed, temperature: float, eps: float, *, max_states: int, max_
         sets = grown
     reason = ("closed" if done else f"the sets outgrow max_states = {max_states} ({size} states next)"
               if size > max_states else f"no closure within max_rounds = {max_rounds}")
-    return Covering(sets, left, ProductSpace(sets).size, scored, rounds, done, reason, temperature, eps, vocab_ids,
-                    rows)
+    return Covering(sets, left, float(per_state.max()), ProductSpace(sets).size, scored, rounds, done, reason,
+                    temperature, eps, vocab_ids, rows)
 
 
 # --------------------------------------------------------------------------------------- kernel
@@ -212,7 +218,7 @@ def restricted_kernel(cov: Covering, temperature: float) -> sp.csr_matrix:
 
 # ---------------------------------------------------------------------------------------- table
 
-COVERING_COLUMNS = ["model", "n", "temperature", "epsilon", "left_out", "tokens_per_site", "sets", "states",
+COVERING_COLUMNS = ["model", "n", "temperature", "epsilon", "left_out", "step_left_out", "tokens_per_site", "sets", "states",
                     "complete", "t_rel", "t_mix", "t_mix_full_lower", "transfer", "rows_scored"]
 
 
@@ -229,11 +235,11 @@ def covering_row(scorer, model_name: str, seed, temperature: float, *, eps: floa
     times and the transfer bound on the full chain (NaN with the covering's reason where it did not)."""
     cov = cover(scorer, seed, temperature, eps, max_states=max_states)
     if cov.complete:
-        tr = transfer_lower_bound(restricted_kernel(cov, temperature), cov.left_out, max_states=tmix_max_states)
+        tr = transfer_lower_bound(restricted_kernel(cov, temperature), cov.step_left_out, max_states=tmix_max_states)
     else:
         tr = Transfer(np.nan, cov.reason, np.nan, np.nan)
     return {"model": model_name, "n": len(cov.sets), "temperature": float(temperature), "epsilon": float(eps),
-            "left_out": cov.left_out, "tokens_per_site": " ".join(str(len(s)) for s in cov.sets),
+            "left_out": cov.left_out, "step_left_out": cov.step_left_out, "tokens_per_site": " ".join(str(len(s)) for s in cov.sets),
             "sets": sets_text(scorer, cov.sets), "states": cov.states, "complete": cov.complete,
             "t_rel": tr.t_rel, "t_mix": tr.t_mix, "t_mix_full_lower": tr.t_lower, "transfer": tr.reason,
             "rows_scored": cov.rows_scored}

@@ -2,15 +2,16 @@
 t_mix(1/4) from the exact powers of the chain restricted to a covering (:mod:`.covering`).
 
 The bound. Let Y be the chain restricted to prod S_i and X the full chain on A^n, and let eps be
-the largest mass the model's conditionals put outside the sets, over the restricted states and
-the sites: eps = max 1 - pi_i(S_i | x_{-i}).
+the largest, over the restricted states x, of the mass the model's conditionals put outside the
+sets averaged over the sites: eps = max_x (1/n) sum_i pi_i(S_i^c | x_{-i}) (the covering's
+``step_left_out``; at most its ``left_out``, the largest over states and sites).
 
 Proof sketch. Start X and Y at the same restricted state x and move them together: the same site
 i each step and, while they agree at z, their tokens drawn from a maximal coupling of
 pi_i(. | z_{-i}) and its renormalisation over S_i. Those two laws are at total variation
 distance exactly pi_i(S_i^c | z_{-i}) <= eps (the renormalised law only moves the outside mass
-onto S_i), so a step taken together parts them with probability (1/n) sum_i pi_i(S_i^c | z_{-i})
-<= eps; once apart, each moves by its own kernel, independently. Each chain keeps its own law, and
+onto S_i), so a step taken together (a uniform site) parts them with probability
+(1/n) sum_i pi_i(S_i^c | z_{-i}) <= eps; once apart, each moves by its own kernel, independently. Each chain keeps its own law, and
 P(X_s = Y_s for all s <= t) >= 1 - t eps (a union bound over the steps). Hence TV(P_full^t(x, .), P_res^t(x, .)) <= t eps for every
 restricted x, and by the triangle inequality, for restricted x and y,
 
@@ -26,9 +27,7 @@ dbar_res never grows with t and 2 t eps grows, so the t where this holds are 1, 
 bound is t_mix(1/4) >= t* + 1. It can never exceed about 1 / (4 eps): a covering that leaves out
 eps can speak only for that many steps, however slow the restricted chain is. Without the
 2 t eps term the "bound" would be the restricted chain's own slowness, which the full chain need
-not share (the sets may cut off an escape route that carries only a little mass). (The parting
-chance is a site average, so the maximum over states of (1/n) sum_i pi_i(S_i^c | x_{-i}) could
-replace eps, up to n times smaller; the bound here uses the covering's ``left_out``, the larger.)
+not share (the sets may cut off an escape route that carries only a little mass).
 """
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ are events: a second well that appears at one length and not the next, or only a
 The rule therefore compares heights, not fits:
 
 - "grows": every Gamma of the last third of the lengths exceeds the largest Gamma of the first
-  third by a factor of at least :data:`GROW` (a length with one well counts as Gamma = 0);
+  third by a factor of at least :data:`GROW`, and none of the middle third (a length with one well
+  counts as Gamma = 0), with two lengths at least in that third: the barrier keeps rising, not one
+  spike;
 - "bounded": the last third sets no new height: its largest Gamma is at most the largest before it
   (times :data:`LEVEL`, a float margin), over the lengths computed. Bounded over a range is not
   bounded for every n;
@@ -37,8 +39,9 @@ def _judge(g: np.ndarray) -> str:
     if len(g) < MIN_LENGTHS or not np.isfinite(g).all():
         return "cannot tell"
     third = max(len(g) // 3, 1)
-    first, last = g[:third], g[-third:]
-    if last.min() >= GROW * first.max() and last.min() > 0:
+    first, middle, last = g[:third], g[third:-third], g[-third:]
+    rising = len(last) >= 2 and last.min() > 0                    # one last value is a spike, not a trend
+    if rising and last.min() >= GROW * first.max() and last.min() >= middle.max(initial=0.0):
         return "grows"
     if last.max() <= LEVEL * g[:-third].max():
         return "bounded"

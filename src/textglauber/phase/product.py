@@ -49,12 +49,14 @@ def marginals(pi: np.ndarray, n: int) -> np.ndarray:
 
     Site i is bit n - 1 - i of the state index (site 0 the most significant, as in
     :func:`textglauber.phase.site_bits`), so reshaping pi to (2^i, 2, 2^(n-1-i)) puts site i's
-    bit on the middle axis: no (2^n, n) table of bits is built. The law is renormalised first."""
+    bit on the middle axis: no (2^n, n) table of bits is built. The law is renormalised first, and
+    a share that rounding puts a hair outside [0, 1] is clipped back."""
     pi = np.asarray(pi, np.float64)
     if pi.shape != (2 ** n,):
         raise ValueError(f"pi must have 2^n = {2 ** n} entries, got shape {pi.shape}")
     total = pi.sum()
-    return np.array([pi.reshape(2 ** i, 2, 2 ** (n - 1 - i))[:, 1, :].sum() / total for i in range(n)])
+    mu = np.array([pi.reshape(2 ** i, 2, 2 ** (n - 1 - i))[:, 1, :].sum() / total for i in range(n)])
+    return np.clip(mu, 0.0, 1.0)
 
 
 # ------------------------------------------------------------------------------- untouched sites

@@ -1,0 +1,54 @@
+"""The barrier verdict on synthetic Gamma(n) with a known answer, named and not named."""
+import numpy as np
+import pytest
+
+from textglauber.landscape.growth import barrier_verdict
+
+NS = np.arange(3, 21)
+
+
+@pytest.mark.parametrize("truth", [lambda n: 0.3 * n, lambda n: 0.05 * n ** 2, lambda n: np.log(n) ** 2 + 0.1 * n])
+def test_growth_is_named(truth):
+    assert barrier_verdict(NS, truth(NS))[0] == "grows"
+
+
+@pytest.mark.parametrize("truth", [lambda n: 1.2 + 0 * n, lambda n: np.minimum(n, 8) * 0.4])
+def test_levelling_off_is_bounded(truth):
+    assert barrier_verdict(NS, truth(NS))[0] == "bounded"
+
+
+def test_a_slow_rise_is_neither_named_growth_nor_bounded():
+    assert barrier_verdict(NS, 2.0 - 1.0 / NS)[0] == "cannot tell"
+
+
+def test_parity_is_named_as_a_pattern():
+    g = np.where(NS % 2 == 1, 0.35, 0.2 * NS)
+    v, words = barrier_verdict(NS, g)
+    assert v == "grows at even n only" and "parity" in words
+    g = np.where(NS % 2 == 1, 0.4, np.nan)              # even n: one well, no barrier
+    assert barrier_verdict(NS, g)[0] == "bounded"         # odd flat, even zero: nothing grows
+
+
+def test_noise_around_a_constant_is_never_growth():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        g = 1.5 * np.exp(0.2 * rng.standard_normal(len(NS)))
+        assert barrier_verdict(NS, g)[0] != "grows"
+
+
+def test_an_early_spike_then_lower_values_is_not_growth():
+    g = np.array([0, 0, 0, 0, 2.41, 0, 0, 0.76, 0.51])   # one length's second well, then shallow ones
+    assert barrier_verdict(np.arange(3, 12), g)[0] == "bounded"
+
+
+def test_a_single_spike_is_not_growth():
+    g = np.full(len(NS), 1.2)
+    g[5] = 4.5
+    assert barrier_verdict(NS, g)[0] == "bounded"
+    g = np.full(len(NS), 1.2)
+    g[-1] = 4.5                                           # a spike at the last length: a new height
+    assert barrier_verdict(NS, g)[0] == "cannot tell"
+
+
+def test_too_few_lengths_cannot_tell():
+    assert barrier_verdict([3, 4], [1.0, 2.0])[0] == "cannot tell"

@@ -30,49 +30,113 @@ CALIBRATION_MAX_STEPS = 200_000  # ... and at most this many steps (numpy steps,
 
 
 def designs(lm, spec: dict, p: dict, seed: int) -> list[tuple[str, object, dict]]:
-    """(design, scorer, {n: pairs}) for the global and the passage designs of one model, every n
-    from ``p['min_n']`` to ``spec['max_n']``. The passage is one window of ``max_n`` tokens of the
-    model's corpus whose tokens all lie in the model's allowed vocabulary (``whole_words`` and
-    ``alphabetic`` of its entry), drawn with ``seed``; length n takes its first n tokens."""
+    """(design, scorer, {n: pairs}) for the global design and the nested passage designs of one
+    model. The global design holds every n from ``p['min_n']`` to ``spec['max_n']`` and the landscape's
+    longer lengths; passage k (``p['passages']`` of them) is one window of the model's corpus whose
+    tokens all lie in the model's allowed vocabulary (``whole_words`` and ``alphabetic`` of its
+    entry), drawn with ``seed``, as long as the longest length asked of it. Its alternatives are
+    chosen once, in that longest frame, and length n takes the first n sites: every n of a passage
+    belongs to one family of chains (a nested design)."""
     from . import models, vocabulary
 
-    ns = range(int(p["min_n"]), int(spec["max_n"]) + 1)
+    listed = list(range(int(p["min_n"]), int(spec["max_n"]) + 1))
+    searched = [int(n) for n in p["landscape"]["lengths"] if n > int(spec["max_n"])]
     a, b = (vocabulary.single_token(lm.tokenizer, t) for t in spec["pair"])
-    glob = {n: phase.global_pairs(a, b, n) for n in ns}
+    glob = {n: phase.global_pairs(a, b, n) for n in listed + searched}
     full = models.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(
         lm.tokenizer, whole_words=spec.get("whole_words", PhaseModel.default_of("whole_words")),
         alphabetic=spec.get("alphabetic", PhaseModel.default_of("alphabetic"))))
-    text = corpus.windows(lm.tokenizer, spec["corpus"], int(spec["max_n"]), 1, seed, vocab=full.vocab)[0]
-    pas = {n: phase.passage_pairs(full, text[:n].numpy()) for n in ns}
-    return [("global", phase.design_scorer(lm, glob.values()), glob),
-            ("passage", phase.design_scorer(lm, pas.values()), pas)]
+    count = int(p["passages"])
+    longest = max(listed + [n for n in searched] + list(p["covering"]["lengths"]))
+    texts = corpus.windows(lm.tokenizer, spec["corpus"], longest, count, seed, vocab=full.vocab)
+    out = [("global", phase.design_scorer(lm, glob.values()), glob)]
+    for k, text in enumerate(texts):
+        frame = phase.passage_pairs(full, text[:longest].numpy())
+        own = listed[:max(1, int(p["passage_max_n"]) - int(p["min_n"]) + 1)]
+        lengths = own + (searched if k < int(p["landscape"]["passages"]) else [])
+        pas = {n: frame[:n] for n in lengths}
+        out.append((f"passage {k + 1}", phase.design_scorer(lm, pas.values()), pas))
+    return out
+
+
+def listed_lengths(spec: dict, p: dict, design: str) -> list[int]:
+    """The lengths of a design whose states are all listed (the rest are searched)."""
+    top = int(spec["max_n"]) if design == "global" else min(int(spec["max_n"]), int(p["passage_max_n"]))
+    return list(range(int(p["min_n"]), top + 1))
 
 
 @dataclass
 class PhaseRun:
     """What the phase section computed for a profile: the ``phase_exact`` table, the coupling
-    calibration, per model the rows scored and the largest n (``cost``; its ``seconds`` is for the
-    page only and is not written to a table: no table holds a wall-clock time), and one line per
-    model that could not be had."""
+    calibration, the landscape (wells and Gamma per design and n), its check against T ln t_rel,
+    the covering chains, per model the rows scored and the largest n (``cost``; its ``seconds`` is
+    for the page only and is not written to a table: no table holds a wall-clock time), and one line
+    per model that could not be had."""
 
     table: pd.DataFrame
     calibration: pd.DataFrame
     cost: pd.DataFrame
     notes: list[str]
+    landscape: pd.DataFrame = None
+    landscape_check: pd.DataFrame = None
+    covering: pd.DataFrame = None
 
 
-def model_table(lm, spec: dict, p: dict, made: list) -> pd.DataFrame:
-    """The ``phase_exact`` rows of one model: both designs (``made``, from :func:`designs`), every n
-    and temperature (:func:`textglauber.phase.phase_table`). A passage design's ``rows_scored``
-    includes the n rows that found its alternatives."""
-    out = []
+@dataclass
+class ModelRun:
+    """One model's part of :class:`PhaseRun`."""
+
+    table: pd.DataFrame
+    landscape: pd.DataFrame
+    check: pd.DataFrame
+
+
+def model_table(lm, spec: dict, p: dict, made: list, rng: np.random.Generator) -> ModelRun:
+    """The ``phase_exact`` rows of one model (both kinds of design, every listed n and temperature,
+    :func:`textglauber.phase.phase_table`) and its landscape rows: exact on the listed lengths (from
+    the same score tables), searched on the longer ones. A passage design's ``rows_scored``
+    includes the rows that found its alternatives (the longest frame's n)."""
+    from .landscape import tables as land
+
+    out, lands, checks = [], [], []
     for design, scorer, pairs in made:
-        t = phase.phase_table(scorer, lm.name, design, pairs, p["temperatures"],
-                              tmix_max_states=int(p["tmix_max_states"]))
-        if design == "passage":
-            t["rows_scored"] = t["rows_scored"] + t["n"]
+        listed = [n for n in listed_lengths(spec, p, design) if n in pairs]
+        scores = {n: phase.score_table(scorer, pairs[n]) for n in listed}
+        t = phase.phase_table(scorer, lm.name, design, {n: pairs[n] for n in listed}, p["temperatures"],
+                              tmix_max_states=int(p["tmix_max_states"]), scores_by_n=scores)
+        if design != "global":
+            t["rows_scored"] = t["rows_scored"] + max(pairs)
         out.append(t)
-    return pd.concat(out, ignore_index=True)
+        text = phase.design_tokens(scorer, design, pairs[listed[0]]) if design == "global" else design
+        rows, check = land.enumerated_rows(scorer, lm.name, design, text, pairs, scores)
+        far = {n: pairs[n] for n in pairs if n not in listed}
+        q = p["landscape"]
+        searched = land.searched_rows(scorer, lm.name, design, text, far, starts=int(q["starts"]),
+                                      max_states=int(q["max_states"]), rng=rng) if far else rows.iloc[:0]
+        lands.append(pd.concat([rows, searched], ignore_index=True))
+        checks.append(check)
+    return ModelRun(pd.concat(out, ignore_index=True), pd.concat(lands, ignore_index=True),
+                    pd.concat(checks, ignore_index=True))
+
+
+def covering(lm, spec: dict, p: dict, made: list) -> pd.DataFrame:
+    """The covering chains of one model: seeded with the first passage's first n tokens (its own
+    tokens, the nested design's frame), at the covering's lengths and temperatures, over the model's
+    whole allowed vocabulary (:func:`textglauber.phase.covering.covering_table`)."""
+    from . import models, vocabulary
+    from .phase import covering as cov
+
+    q = p["covering"]
+    passage = next((pairs for design, _, pairs in made if design != "global"), None)
+    if passage is None or not q["lengths"]:
+        return pd.DataFrame(columns=cov.COVERING_COLUMNS)
+    frame = passage[max(passage)][:, 0]
+    full = models.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(
+        lm.tokenizer, whole_words=spec.get("whole_words", PhaseModel.default_of("whole_words")),
+        alphabetic=spec.get("alphabetic", PhaseModel.default_of("alphabetic"))))
+    seeds = {int(n): frame[:int(n)] for n in q["lengths"]}
+    return cov.covering_table(full, lm.name, seeds, q["temperatures"], eps=float(q["eps"]),
+                              max_states=int(q["max_states"]), tmix_max_states=int(p["tmix_max_states"]))
 
 
 CALIBRATION_COLUMNS = ["model", "design", "n", "temperature", "starts", "pairs", "t_mix", "median", "q75", "budget"]
@@ -84,10 +148,11 @@ def calibration(lm, p: dict, made: list, rng: np.random.Generator) -> pd.DataFra
     :data:`CALIBRATION_BUDGET` steps, ``calibration_pairs`` pairs started the way the chapter starts
     them (two unrelated states, drawn uniformly, as the chapter draws two unrelated passages) and
     as many from the worst pair of starts (:func:`textglauber.phase.worst_pair`); their median and
-    75% quantile beside the exact t_mix. A quantile beyond the budget is inf."""
+    75% quantile beside the exact t_mix. A quantile beyond the budget is inf. The global pair and the
+    first passage are calibrated (the other passages would repeat the check)."""
     n, m = int(p["calibration_n"]), int(p["calibration_pairs"])
     rows = []
-    for design, scorer, pairs in made:
+    for design, scorer, pairs in [d for d in made[:2] if n in d[2]]:     # the global pair and the first passage
         scores = phase.score_table(scorer, pairs[n])
         for T in p["temperatures"]:
             P = phase.kernel(scores, float(T))
@@ -108,30 +173,59 @@ def calibration(lm, p: dict, made: list, rng: np.random.Generator) -> pd.DataFra
 def run(p: dict, *, device: str, dtype: str, on_missing_model: str, gen: torch.Generator) -> PhaseRun:
     """The phase section for a profile's ``phase`` parameters: every model of ``p['models']`` that
     can be had (else a note, or an error under ``on_missing_model='fail'``). The seeds of every
-    model's passage and calibration are drawn from ``gen`` before any model is opened, so a
-    skipped model changes no other model's rows."""
+    model's passages, landscape search and calibration are drawn from ``gen`` before any model is
+    opened, so a skipped model changes no other model's rows."""
     from . import models
+    from .landscape import tables as land
+    from .phase import covering as cov
 
-    seeds = [(seed_for(gen), seed_for(gen)) for _ in p["models"]]
-    tables, cals, cost, notes = [], [], [], []
-    for spec, (passage_seed, pair_seed) in zip(p["models"], seeds):
+    seeds = [(seed_for(gen), seed_for(gen), seed_for(gen)) for _ in p["models"]]
+    tables, cals, lands, checks, covers, cost, notes = [], [], [], [], [], [], []
+    for spec, (passage_seed, pair_seed, search_seed) in zip(p["models"], seeds):
         lm = models.or_skip(on_missing_model, notes, spec["name"], models.load, spec["name"], kind="mlm",
                             device=device, dtype=dtype)
         if lm is None:
             continue
         began = time.perf_counter()
         made = designs(lm, spec, p, passage_seed)
-        table = model_table(lm, spec, p, made)
+        part = model_table(lm, spec, p, made, np.random.default_rng(search_seed))
         cals.append(calibration(lm, p, made, np.random.default_rng(pair_seed)))
-        tables.append(table)
-        cost.append({"model": lm.name, "max_n": int(spec["max_n"]), "rows_scored": int(table.drop_duplicates(
+        covers.append(covering(lm, spec, p, made))
+        tables.append(part.table)
+        lands.append(part.landscape)
+        checks.append(part.check)
+        cost.append({"model": lm.name, "max_n": int(spec["max_n"]), "rows_scored": int(part.table.drop_duplicates(
             ["design", "n"]).rows_scored.sum()), "seconds": time.perf_counter() - began})
-    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=phase.COLUMNS)
-    cal = pd.concat(cals, ignore_index=True) if cals else pd.DataFrame(columns=CALIBRATION_COLUMNS)
-    return PhaseRun(table, cal, pd.DataFrame(cost, columns=["model", "max_n", "rows_scored", "seconds"]), notes)
+
+    def joined(parts, columns):
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+
+    return PhaseRun(joined(tables, phase.COLUMNS), joined(cals, CALIBRATION_COLUMNS),
+                    pd.DataFrame(cost, columns=["model", "max_n", "rows_scored", "seconds"]), notes,
+                    joined(lands, land.COLUMNS), joined(checks, land.CHECK_COLUMNS), joined(covers, cov.COVERING_COLUMNS))
 
 
-def verdicts(table: pd.DataFrame, factor: float) -> pd.DataFrame:
+HOT_COLUMNS = ["model", "design", "temperature", "n from", "n to", "ratio min", "ratio max", "verdict", "words"]
+
+
+def hot(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model, design and temperature: the exact t_mix over the t_mix of the product chain with
+    the same single-site stationary marginals, and how that ratio behaves over n
+    (:func:`textglauber.phase.ratio_verdict`), where t_mix is known at three lengths or more."""
+    rows = []
+    for (model, design, T), g in table.groupby(["model", "design", "temperature"], sort=False):
+        g = g[g.t_mix.notna()].sort_values("n")
+        if len(g) < 3:
+            continue
+        ratio = (g.t_mix / g.t_mix_product).to_numpy(float)
+        v, words = phase.ratio_verdict(g.n.to_numpy(), ratio)
+        rows.append({"model": model, "design": design, "temperature": float(T), "n from": int(g.n.min()),
+                     "n to": int(g.n.max()), "ratio min": float(np.nanmin(ratio)), "ratio max": float(np.nanmax(ratio)),
+                     "verdict": v, "words": words})
+    return pd.DataFrame(rows, columns=HOT_COLUMNS)
+
+
+def verdicts(table: pd.DataFrame) -> pd.DataFrame:
     """Per model, design and temperature: how t_rel and t_mix grow with n over the table's range
     (:func:`textglauber.phase.growth_verdict`), with the words it gives, the n range, and whether
     Dobrushin's condition (alpha < 1) holds at every n."""
@@ -139,9 +233,9 @@ def verdicts(table: pd.DataFrame, factor: float) -> pd.DataFrame:
     for (model, design, T), g in table.groupby(["model", "design", "temperature"], sort=False):
         g = g.sort_values("n")
         ns = g.n.to_numpy()
-        rel, rel_words = phase.growth_verdict(ns, g.t_rel.to_numpy(float), factor, what="t_rel")
+        rel, rel_words = phase.growth_verdict(ns, g.t_rel.to_numpy(float), what="t_rel")
         have_mix = g.t_mix.notna()
-        mix, mix_words = (phase.growth_verdict(ns[have_mix], g.t_mix[have_mix].to_numpy(float), factor, what="t_mix")
+        mix, mix_words = (phase.growth_verdict(ns[have_mix], g.t_mix[have_mix].to_numpy(float), what="t_mix")
                           if have_mix.sum() >= 3 else ("not computed", ""))
         rows.append({"model": model, "design": design, "temperature": float(T), "n from": int(ns.min()),
                      "n to": int(ns.max()), "t_rel growth": rel, "t_mix growth": mix,

@@ -1,6 +1,7 @@
 """The phase section's verdicts and sentences (textglauber.phasegrid.verdicts, textglauber.pages.crossover)
-on tables with a known answer: a linear, an exponential and a swinging temperature must each be named
-as such (power), and a sentence must not claim what the rows do not show (safety)."""
+on tables with a known answer: a linear and an exponential temperature must each be named as such
+(power), a swinging one must be left undecided, and a sentence must not claim what the rows do not
+show (safety): slow mixing is counted only where t_rel is named exponential."""
 import math
 
 import numpy as np
@@ -29,38 +30,58 @@ ALPHA = {0.25: 9.0, 0.5: 4.0, 2.0: 1.7, 8.0: 0.4}
 
 def test_verdicts_name_each_law_and_the_regimes_follow():
     t = table(NS, LAWS, ALPHA)
-    v = phasegrid.verdicts(t, 3.0).set_index("temperature")
-    assert v.loc[0.25, "t_rel growth"] == "non-monotone"
+    v = phasegrid.verdicts(t).set_index("temperature")
+    assert v.loc[0.25, "t_rel growth"] == "cannot tell"
     assert v.loc[0.5, "t_rel growth"] == "exponential"
-    assert v.loc[2.0, "t_rel growth"] == "linear" and v.loc[8.0, "t_rel growth"] == "linear"
+    assert v.loc[2.0, "t_rel growth"] == "polynomial" and v.loc[8.0, "t_rel growth"] == "polynomial"
     assert v.loc[8.0, "dobrushin at every n"] and not v.loc[2.0, "dobrushin at every n"]
-    r = crossover_page.regimes(phasegrid.verdicts(t, 3.0)).iloc[0]
-    assert r["linear from"] == 2.0 and r["alpha < 1 from"] == 8.0
-    assert r["exponential"] == "0.5" and r["non-monotone"] == "0.25"
+    r = crossover_page.regimes(phasegrid.verdicts(t)).iloc[0]
+    assert r["polynomial from"] == 2.0 and r["alpha < 1 from"] == 8.0
+    assert r["exponential"] == "0.5" and r["cannot tell"] == "0.25" and r["unresolved"] == "none"
 
 
 def test_sentences_say_what_the_rows_show_and_change_when_they_do():
     t = table(NS, LAWS, ALPHA)
-    v = phasegrid.verdicts(t, 3.0)
-    (line,) = crossover_page.verdict_sentences(v, t, 3.0)
-    assert "linear (t_rel/n within 3x) at T = 2, 8" in line and "exponentially in n at T = 0.5" in line
-    assert "t_rel grows linearly in n for T ≥ 2" in line and "α < 1 holds at every n for T ≥ 8" in line
-    head = crossover_page.phase_headline(v, t, 3.0)
-    assert "in 1 of 1 model-and-design cases" in head and "than linear growth of t_rel in 1 of them:" in head
-    # the hottest temperature made exponential: no temperature is linear from the top any more
+    v = phasegrid.verdicts(t)
+    (line,) = crossover_page.verdict_sentences(v, t)
+    assert "grows at most polynomially in n at T = 2, 8" in line and "exponentially in n (a rate of at least" in line
+    assert "cannot tell at T = 0.25" in line
+    assert "named polynomial for T ≥ 2" in line and "α < 1 holds at every n for T ≥ 8" in line
+    head = crossover_page.phase_headline(v, t)
+    assert "hottest temperatures in 1 of 1 model-and-design cases" in head
+    assert "exponentially at some temperature in 1 of 1." in head
+    assert "In 1 of 1 its growth cannot be told" in head and "cannot tell at T = 0.25" in head
+    assert "than that polynomial growth in 1 of them:" in head
+    # the hottest temperature made exponential: no temperature is polynomial from the top any more
     hot = table(NS, {**LAWS, 8.0: lambda n: math.exp(0.9 * n)}, ALPHA)
-    v2 = phasegrid.verdicts(hot, 3.0)
-    (line2,) = crossover_page.verdict_sentences(v2, hot, 3.0)
-    assert "t_rel grows linearly in n for no temperature of the grid" in line2
-    assert "in 0 of 1 model-and-design cases" in crossover_page.phase_headline(v2, hot, 3.0)
+    v2 = phasegrid.verdicts(hot)
+    (line2,) = crossover_page.verdict_sentences(v2, hot)
+    assert "t_rel is named polynomial for no temperature of the grid" in line2
+    assert "hottest temperatures in 0 of 1 model-and-design cases" in crossover_page.phase_headline(v2, hot)
+
+
+def test_undecided_temperatures_are_never_counted_as_slow_mixing():
+    """A grid with no exponential temperature, only polynomial and undecided ones, counts 0 cases
+    of slow mixing and lists the undecided ones apart; an unresolved cell is listed too."""
+    laws = {0.25: LAWS[0.25], 2.0: LAWS[2.0], 8.0: LAWS[8.0]}
+    t = table(NS, laws, ALPHA)
+    t.loc[(t.temperature == 0.25) & (t.n == 7), "t_rel"] = np.nan
+    v = phasegrid.verdicts(t)
+    assert v.set_index("temperature").loc[0.25, "t_rel growth"] == "unresolved"
+    reg, hot, cold, undecided = crossover_page.hot_and_cold(v)
+    assert len(cold) == 0 and len(hot) == 1 and len(undecided) == 1
+    said = crossover_page.phase_verdict(v, t)
+    assert "exponential at some temperature in 0 of 1" in said and "at some temperature in 1 of 1" in said
+    assert "unresolved at T = 0.25" in crossover_page.phase_headline(v, t)
 
 
 def test_spikes_name_the_peak_length_and_its_heaviest_state():
     t = table(NS, LAWS, ALPHA)
     t.loc[(t.temperature == 0.25) & (t.n == 12), "top_state"] = "b b b"
-    s = crossover_page.spikes(phasegrid.verdicts(t, 3.0), t)
+    s = crossover_page.spikes(phasegrid.verdicts(t), t)
     peak = s[s.peak].iloc[0]
     assert peak.n == 12 and peak["top state"] == "b b b" and set(s.n) == {11, 12}
+    assert set(s.temperature) == {0.25}                    # the named laws are not listed
 
 
 def test_the_calibration_sentence_reports_the_factor_from_the_rows():
@@ -82,15 +103,11 @@ def test_the_calibration_sentence_reports_the_factor_from_the_rows():
     assert "understates" not in crossover_page.calibration_sentence(none_under)
 
 
-def test_the_band_sentence_says_whether_n_log_n_passes_as_linear():
-    """The sentence's claim is checked against the verdict rule itself: n ln n is named linear
-    exactly where the sentence says it passes, and not where it says it does not."""
-    from textglauber import phase
+def test_the_rule_sentence_reads_its_numbers_from_the_rule_and_the_range():
+    """The sentence names the rule's own thresholds and the rise of e^{R_MIN n} over the range run."""
+    from textglauber.phase import verdicts as rule
 
-    for n_lo, n_hi, factor in ((4, 12, 2.0), (2, 12, 2.0), (3, 12, 3.0), (2, 40, 3.0)):
-        ns = np.arange(n_lo, n_hi + 1)
-        passes = phase.growth_verdict(ns, ns * np.log(ns), factor=factor)[0] == "linear"
-        said = crossover_page.band_sentence(n_lo, n_hi, factor)
-        assert ("so n ln n passes as linear too" in said) == passes
-        assert ("would not pass as linear" in said) == (not passes)
-    assert crossover_page.band_sentence(1, 12, 2.0) == ""
+    said = crossover_page.rule_sentence(3, 12)
+    assert f"at most {rule.FIT_MAX:g})" in said and f"at least {rule.DECISIVE:g} times" in said
+    assert f"grows only {math.exp(rule.R_MIN * 9):.2g}x" in said and "n = 3 to 12" in said
+    assert crossover_page.rule_sentence(5, 5) == ""

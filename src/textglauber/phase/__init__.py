@@ -25,12 +25,17 @@ pairs on the exact chain).
 from __future__ import annotations
 
 from .coupling import coupling_times_exact, worst_pair
+from .covering import (COVERING_COLUMNS, Covering, ProductSpace, cover, covering_row, covering_table,
+                       restricted_kernel, sets_text)
 from .mixing import (DENSE_MAX, GAP_FLOOR, TMIX_MAX_STATES, MixingTime, Relaxation, TrapBound, exit_masses,
                      hamming_ball, mixing_lower_bound, mixing_time, relaxation, stationary_sparse,
                      tmix_lower_from_trel)
+from .product import marginals, product_distance, product_tmix, ratio_verdict
 from .states import MAX_N, Scores, context_of, dobrushin_alpha, kernel, score_table, site_bits, with_context
 from .table import (COLUMNS, design_scorer, design_tokens, global_pairs, passage_pairs, phase_point, phase_table,
                     state_text)
+from .transfer import Transfer, transfer_lower_bound
+from .verdict_power import growth_power
 from .verdicts import growth_verdict
 
 __all__ = ["COLUMNS", "DENSE_MAX", "GAP_FLOOR", "MAX_N", "TMIX_MAX_STATES", "MixingTime", "Relaxation", "Scores",
@@ -38,3 +43,7 @@ __all__ = ["COLUMNS", "DENSE_MAX", "GAP_FLOOR", "MAX_N", "TMIX_MAX_STATES", "Mix
            "exit_masses", "global_pairs", "growth_verdict", "hamming_ball", "kernel", "mixing_lower_bound",
            "mixing_time", "passage_pairs", "phase_point", "phase_table", "relaxation", "score_table", "site_bits",
            "state_text", "stationary_sparse", "tmix_lower_from_trel", "with_context", "worst_pair"]
+__all__ += ["growth_power"]
+__all__ += ["marginals", "product_distance", "product_tmix", "ratio_verdict"]
+__all__ += ["COVERING_COLUMNS", "Covering", "ProductSpace", "Transfer", "cover", "covering_row", "covering_table",
+            "restricted_kernel", "sets_text", "transfer_lower_bound"]

@@ -60,9 +60,9 @@ def design_tokens(scorer, design: str, pairs: np.ndarray) -> str:
         if not (pairs == pairs[0]).all():
             raise ValueError("a global design has one pair for every site")
         return f"{name(pairs[0, 0])}|{name(pairs[0, 1])}"
-    if design == "passage":
+    if design.startswith("passage"):
         return " ".join(f"{name(a)}/{name(b)}" for a, b in pairs)
-    raise ValueError(f"design must be 'global' or 'passage', got {design!r}")
+    raise ValueError(f"design must be 'global' or 'passage' (or 'passage K'), got {design!r}")
 
 
 # ------------------------------------------------------------------------------------------ table
@@ -106,9 +106,10 @@ def state_text(scorer, pairs: np.ndarray, state: int) -> str:
 
 
 def phase_table(scorer, model_name: str, design: str, pairs_by_n: dict, temperatures, *,
-                eps: float = 0.25, tmix_max_states: int = TMIX_MAX_STATES, t_max: int = 2 ** 50):
+                eps: float = 0.25, tmix_max_states: int = TMIX_MAX_STATES, t_max: int = 2 ** 50,
+                scores_by_n: dict | None = None):
     """One row per (n, temperature) with the columns of :data:`COLUMNS`; each n is scored once
-    (:func:`score_table`) and that table serves every temperature."""
+    (:func:`score_table`, or taken from ``scores_by_n``) and that table serves every temperature."""
     import pandas as pd
 
     rows = []
@@ -117,7 +118,7 @@ def phase_table(scorer, model_name: str, design: str, pairs_by_n: dict, temperat
         if len(pairs) != n:
             raise ValueError(f"pairs_by_n[{n}] has {len(pairs)} sites")
         text = design_tokens(scorer, design, pairs)
-        scores = score_table(scorer, pairs)
+        scores = scores_by_n[n] if scores_by_n is not None else score_table(scorer, pairs)
         for T in temperatures:
             cell = phase_point(scores, float(T), eps=eps, tmix_max_states=tmix_max_states, t_max=t_max)
             cell["top_state"] = state_text(scorer, pairs, cell["top_state"])

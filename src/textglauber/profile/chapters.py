@@ -11,9 +11,39 @@ from pydantic import model_validator
 
 from .entries import (BoundsModel, Closed, Control, EmbeddedModel, ExactModel, IncompatibilityModel, ModelSpec,
                       PhaseModel, relation)
-from .values import (MAX_SPINS, MAX_STATES, NULL_SEEDS, PHASE_TMIX_MAX_STATES, TRAINING_PRESETS, Count0, Device,
-                     DType, Int, Length, ListOf, MissingModel, Num, PosInt, PosNum, ProfileName, Seed, Temperatures,
-                     Text, TopicScorer, TrainingRun)
+from .values import (LANDSCAPE_MAX_N, MAX_SPINS, MAX_STATES, NULL_SEEDS, PHASE_MAX_N, PHASE_TMIX_MAX_STATES,
+                     TRAINING_PRESETS, Count0, Device, DType, Int, Length, ListOf, MissingModel, Num, PosInt, PosNum,
+                     ProfileName, Seed, Temperatures, Text, TopicScorer, TrainingRun)
+
+
+class Landscape(Closed):
+    """Chapter 3's landscape past enumeration (:mod:`textglauber.landscape`): the two-token chains at
+    ``lengths`` longer than a model's ``max_n`` are searched for wells from ``starts`` random states
+    (and both uniform ones), each Dijkstra search opening at most ``max_states`` states; the global
+    design and the first ``passages`` passages are searched."""
+    noun: ClassVar[str] = "a key of phase.landscape"
+    lengths: ListOf(Length(Int(ge=3, le=LANDSCAPE_MAX_N)), "integers in [3, 64], increasing", min_length=0,
+                    distinct=True)
+    passages: Count0
+    starts: Int(ge=0, le=256)
+    max_states: Int(ge=1, le=100_000)
+
+    @model_validator(mode="after")
+    def _relations(self):
+        if list(self.lengths) != sorted(self.lengths):
+            raise relation("lengths", self.lengths, "must be increasing")
+        return self
+
+
+class Covering(Closed):
+    """Chapter 3's covering chains (:mod:`textglauber.phase.covering`): each model's first passage,
+    its first n tokens for n in ``lengths``, covered at each of ``temperatures`` until at most ``eps``
+    of every visited conditional is left out, or until the sets would hold more than ``max_states``."""
+    noun: ClassVar[str] = "a key of phase.covering"
+    lengths: ListOf(Length(Int(ge=2, le=12)), "integers in [2, 12]", min_length=0, distinct=True)
+    temperatures: Temperatures
+    eps: Num(gt=0, lt=0.5)
+    max_states: Int(ge=1, le=PHASE_TMIX_MAX_STATES * 4)
 
 
 class Phase(Closed):
@@ -25,9 +55,12 @@ class Phase(Closed):
     min_n: Int(ge=2)
     temperatures: ListOf(PosNum, "finite numbers > 0", min_length=2, distinct=True)
     tmix_max_states: Int(ge=4, le=PHASE_TMIX_MAX_STATES)
-    linear_factor: Num(gt=1)
     calibration_n: Int(ge=2)
     calibration_pairs: Int(ge=10)
+    passages: Int(ge=1, le=20)
+    passage_max_n: Int(ge=3, le=PHASE_MAX_N)
+    landscape: Landscape
+    covering: Covering
 
     @model_validator(mode="after")
     def _relations(self):
@@ -37,6 +70,11 @@ class Phase(Closed):
             if self.calibration_n > m.max_n:
                 raise relation("calibration_n", self.calibration_n,
                                f"must be at most every model's max_n (models[{k}].max_n = {m.max_n})")
+        if self.passage_max_n < self.min_n:
+            raise relation("passage_max_n", self.passage_max_n, f"must be at least min_n = {self.min_n}")
+        if self.landscape.passages > self.passages:
+            raise relation("landscape.passages", self.landscape.passages,
+                           f"must be at most passages = {self.passages} (the passages that exist)")
         if 2 ** self.calibration_n > self.tmix_max_states:
             raise relation("calibration_n", self.calibration_n, f"must keep 2^calibration_n within tmix_max_states = "
                                                                 f"{self.tmix_max_states} (the exact t_mix it is set beside)")

@@ -20,6 +20,7 @@ from .errors import NAME_RE, show
 MAX_STATES = 20_000                 # textglauber.exact.MAX_STATES: states an exact chain enumerates
 MAX_SPINS = 12                      # textglauber.ising.MAX_SPINS
 PHASE_MAX_N = 20                    # textglauber.phase.MAX_N: 2^20 states, 10^7 rows (a GPU's)
+LANDSCAPE_MAX_N = 64                # textglauber.landscape searches states of n tokens; longer is beyond any model here
 PHASE_TMIX_MAX_STATES = 4096        # textglauber.phase.TMIX_MAX_STATES: exact powers of a dense kernel
 NULL_SEEDS = ("shuffled", "random")  # textglauber.topics.NULL_SEEDS
 TRAINING_PRESETS = ("english", "tiny")                                  # textglauber.train_mlm.PRESETS

@@ -1,5 +1,6 @@
 """Chapter 3's page (docs/science.md, chapter 3), apart from its computation: ``phase`` holds the
-exact phase diagram's sentences, views and figure; ``laws`` the measured times' growth laws in
+exact phase diagram's sentences, views and figure; ``landscape`` the landscape's, the covering
+chains' and the hot end's; ``laws`` the measured times' growth laws in
 words, the coupling grid's boundary, T* beside it and their figures. Here: the chapter's row on
 the findings page (:func:`headline`) and its preprint column (:func:`preprint`). Every name of
 both parts is re-exported, so ``crossover_page.X`` works for all of them.
@@ -17,18 +18,21 @@ from .laws import (best_curve, boundary_interval_sentence, boundary_line, bounda
                    cells_view, coupling_law_paragraph, law_caveat, law_exponent, law_sentence, model_sentence,
                    plot_coupling_grid, plot_drift, plot_medians, power_sentence, range_sentence, sensitivity_sentence,
                    sensitivity_view, tstar_line, tstar_sentence)
-from .phase import (band_sentence, beside_preprint, calibration_sentence, calibration_view, cost_sentence,
-                    design_label, hot_and_cold, phase_headline, phase_verdict, plot, regimes, RESTRICTED, spikes,
+from .landscape import (check_sentence, covering_sentence, covering_view, gamma_sentences, hot_sentence,
+                        landscape_view, plot_gamma, swing_sentences)
+from .phase import (beside_preprint, calibration_sentence, calibration_view, cost_sentence, design_label, GROWTH,
+                    hot_and_cold, phase_headline, phase_verdict, plot, regimes, RESTRICTED, rule_sentence, spikes,
                     unresolved_sentence, verdict_sentences, verdict_view)
 
-__all__ = ["band_sentence", "beside_preprint", "best_curve", "boundary_interval_sentence", "boundary_line",
+__all__ = ["check_sentence", "covering_sentence", "covering_view", "gamma_sentences", "hot_sentence",
+           "landscape_view", "plot_gamma", "swing_sentences", "beside_preprint", "best_curve", "boundary_interval_sentence", "boundary_line",
            "boundary_sentence", "BOUNDARY_WORDS", "budget_sentence", "calibration_sentence", "calibration_view",
-           "caveat", "cells_view", "cost_sentence", "coupling_law_paragraph", "design_label", "headline",
+           "caveat", "cells_view", "cost_sentence", "coupling_law_paragraph", "design_label", "GROWTH", "headline",
            "hot_and_cold", "law_caveat", "law_exponent", "law_sentence", "law_words", "model_sentence",
            "phase_headline", "phase_verdict", "plot", "plot_coupling_grid", "plot_drift", "plot_medians",
-           "power_sentence", "preprint", "range_sentence", "regimes", "RESTRICTED", "sensitivity_sentence",
-           "sensitivity_view", "spikes", "tstar_line", "tstar_sentence", "unresolved_sentence", "verdict_sentences",
-           "verdict_view"]
+           "power_sentence", "preprint", "range_sentence", "regimes", "RESTRICTED", "rule_sentence",
+           "sensitivity_sentence", "sensitivity_view", "spikes", "tstar_line", "tstar_sentence", "unresolved_sentence",
+           "verdict_sentences", "verdict_view"]
 
 
 # ------------------------------------------------------------------------- the findings page's row
@@ -45,10 +49,14 @@ def headline(folder: Path, root: Path, profile: str) -> Headline | None:
         return None
     par = m["parameters"]
     exact, verdicts = read_table(folder, "phase_exact"), read_table(folder, "phase_verdicts")
-    factor = float(par["phase"]["linear_factor"]) if "phase" in par else float("nan")
     have = exact is not None and verdicts is not None
-    verdict = esc(phase_verdict(verdicts, exact, factor)) if have else "No exact phase diagram in this run."
-    text = esc(phase_headline(verdicts, exact, factor)) if have else ""
+    verdict = esc(phase_verdict(verdicts, exact)) if have else "No exact phase diagram in this run."
+    text = esc(phase_headline(verdicts, exact)) if have else ""
+    land, land_v, cover = (read_table(folder, k) for k in ("landscape", "landscape_verdicts", "covering"))
+    if land is not None and land_v is not None:
+        text += " Landscape (from the scores, any length): " + esc(" ".join(gamma_sentences(land, land_v)))
+    if cover is not None:
+        text += " " + esc(covering_sentence(cover))
     delta = float(par["delta"])
     main = fits[np.isclose(fits.delta, delta)]
     text += (f" Growth law of the hitting times (δ = {delta:g}, budgets of {par['sweeps']:g} sweeps), by temperature: "

@@ -13,6 +13,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from ...phase.verdicts import DECISIVE, FIT_MAX, R_MIN
+
 RESTRICTED = ("two-token chains (each site restricted to two tokens and the model's conditional renormalised "
               "over them), not the model's free generation over its whole vocabulary")
 
@@ -23,26 +25,30 @@ def _temps(values) -> str:
 
 
 def design_label(design: str, tokens: str) -> str:
-    return f"global pair {tokens}" if design == "global" else "passage design"
+    return f"global pair {tokens}" if design == "global" else f"nested {design}"
+
+
+GROWTH = ("exponential", "polynomial", "cannot tell", "unresolved")
+"""The growth verdicts of t_rel (:func:`textglauber.phase.growth_verdict`), in the order the page lists them."""
 
 
 def regimes(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """Per model and design: the temperatures at which t_rel grows linearly, exponentially, in a
-    non-monotone way, otherwise or is unresolved; the lowest temperature from which every hotter
-    one is linear (``linear from``, inf where the hottest is not); and the lowest temperature from
-    which Dobrushin's alpha < 1 at every n and every hotter temperature (``alpha < 1 from``)."""
+    """Per model and design: the temperatures at which t_rel is named exponential, named polynomial,
+    cannot be told or is unresolved; the lowest temperature from which every hotter one is named
+    polynomial (``polynomial from``, inf where the hottest is not), the same for the exact t_mix, and
+    the lowest temperature from which Dobrushin's alpha < 1 at every n and every hotter temperature."""
     rows = []
     for (model, design), g in verdicts.groupby(["model", "design"], sort=False):
         g = g.sort_values("temperature")
         kinds = g["t_rel growth"].to_numpy()
         temps = g.temperature.to_numpy(float)
         rows.append({"model": model, "design": design, "n from": int(g["n from"].min()), "n to": int(g["n to"].max()),
-                     **{k: _temps(temps[kinds == k]) for k in ("linear", "exponential", "non-monotone", "unresolved")},
-                     "other": _temps(temps[~np.isin(kinds, ["linear", "exponential", "non-monotone", "unresolved"])]),
-                     "linear from": _from_top(temps, kinds == "linear"),
-                     "t_mix linear from": _from_top(temps, g["t_mix growth"].to_numpy() == "linear"),
+                     **{k: _temps(temps[kinds == k]) for k in GROWTH},
+                     "polynomial from": _from_top(temps, kinds == "polynomial"),
+                     "t_mix polynomial from": _from_top(temps, g["t_mix growth"].to_numpy() == "polynomial"),
                      "alpha < 1 from": _from_top(temps, g["dobrushin at every n"].to_numpy(bool))})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["model", "design", "n from", "n to", *GROWTH, "polynomial from",
+                                       "t_mix polynomial from", "alpha < 1 from"])
 
 
 def _from_top(temps: np.ndarray, ok: np.ndarray) -> float:
@@ -59,90 +65,109 @@ def _t(value: float) -> str:
     return "no temperature of the grid" if math.isinf(value) else f"T ≥ {value:g}"
 
 
-def verdict_sentences(verdicts: pd.DataFrame, table: pd.DataFrame, factor: float) -> list[str]:
-    """One sentence per model and design: how t_rel grows with n at each temperature (linear:
-    t_rel/n within ``factor`` over the range), and where Dobrushin's condition holds beside where
-    mixing is linear in fact."""
+WORDS = {"exponential": f"grows exponentially in n (a rate of at least {R_MIN:g} per site)",
+         "polynomial": "grows at most polynomially in n", "cannot tell": "grows in a way these lengths cannot tell",
+         "unresolved": "is not resolved at some n"}
+
+
+def verdict_sentences(verdicts: pd.DataFrame, table: pd.DataFrame) -> list[str]:
+    """One sentence per model and design: how t_rel grows with n at each temperature, and where
+    Dobrushin's condition holds beside where t_rel is named polynomial."""
     out = []
     tokens = table.drop_duplicates(["model", "design"]).set_index(["model", "design"]).tokens
     for r in regimes(verdicts).to_dict("records"):
-        parts = [f"linear (t_rel/n within {factor:g}x) at T = {r['linear']}" if r["linear"] != "none"
-                 else f"linear (t_rel/n within {factor:g}x) at no temperature"]
-        for kind, words in (("exponential", "growing exponentially in n"), ("non-monotone", "not monotone in n"),
-                            ("other", "growing polynomially or falling"), ("unresolved", "not resolved at some n")):
-            if r[kind] != "none":
-                parts.append(f"{words} at T = {r[kind]}")
+        parts = [f"{WORDS[k]} at T = {r[k]}" for k in GROWTH if r[k] != "none"]
         where = design_label(r["design"], tokens.get((r["model"], r["design"]), ""))
-        out.append(f"{r['model']}, {where}, n = {r['n from']} to {r['n to']}: t_rel is " + "; ".join(parts)
-                   + f". t_rel grows linearly in n for {_t(r['linear from'])}, and the exact t_mix (where computed) "
-                   f"for {_t(r['t_mix linear from'])}, while Dobrushin's condition α < 1 holds at every n for "
-                   f"{_t(r['alpha < 1 from'])}.")
+        out.append(f"{r['model']}, {where}, n = {r['n from']} to {r['n to']}: t_rel " + "; ".join(parts)
+                   + f". t_rel is named polynomial for {_t(r['polynomial from'])}, and the exact t_mix (where "
+                   f"computed) for {_t(r['t_mix polynomial from'])}, while Dobrushin's condition α < 1 holds at "
+                   f"every n for {_t(r['alpha < 1 from'])}.")
     return out
 
 
-def band_sentence(n_lo: int, n_hi: int, factor: float) -> str:
-    """What "linear" admits: the growth of (n ln n)/n = ln n over the lengths run, against the band."""
-    if n_lo < 2 or n_hi <= n_lo:
+def rule_sentence(n_lo: int, n_hi: int) -> str:
+    """What the growth verdict needs before it names a law, and how little the slowest exponential
+    it names grows over the lengths run."""
+    if n_hi <= n_lo:
         return ""
-    grow = np.log(n_hi) / np.log(n_lo)
-    return (f" \"Linear\" is a band, not a law: over n = {n_lo} to {n_hi}, n ln n divided by n grows {grow:.2g}x, "
-            + (f"inside the {factor:g}x band, so n ln n passes as linear too; the band tells growth near n from "
-               "exponential growth, not n from n ln n." if grow <= factor else
-               f"beyond the {factor:g}x band, so a t_rel growing like n ln n would not pass as linear here."))
+    rise = math.exp(R_MIN * (n_hi - n_lo))
+    return (f" A growth law is named only when its family fits t_rel (root-mean-square log residual at most "
+            f"{FIT_MAX:g}) and the other family misses by at least {DECISIVE:g} times as much; otherwise the verdict "
+            f"is \"cannot tell\". Over n = {n_lo} to {n_hi} the slowest exponential it names, e^{{{R_MIN:g} n}}, grows "
+            f"only {rise:.2g}x, so a slow exponential and a polynomial are often not told apart.")
 
 
-def hot_and_cold(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The model-and-design cases (:func:`regimes`), those with a linear hot phase, and those where
-    t_rel grows exponentially, swings or is not resolved at some colder temperature."""
+def hot_and_cold(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The model-and-design cases (:func:`regimes`); those named polynomial at the hottest
+    temperatures; those named exponential at some temperature (decided slow mixing only); and those
+    whose growth cannot be told or is unresolved at some temperature, which count as neither."""
     reg = regimes(verdicts)
-    hot = reg[np.isfinite(reg["linear from"])]
-    cold = reg[(reg.exponential != "none") | (reg["non-monotone"] != "none") | (reg.unresolved != "none")]
-    return reg, hot, cold
+    hot = reg[np.isfinite(reg["polynomial from"])]
+    cold = reg[reg.exponential != "none"]
+    undecided = reg[(reg["cannot tell"] != "none") | (reg.unresolved != "none")]
+    return reg, hot, cold, undecided
 
 
-def phase_verdict(verdicts: pd.DataFrame, table: pd.DataFrame, factor: float) -> str:
+def phase_verdict(verdicts: pd.DataFrame, table: pd.DataFrame) -> str:
     """The exact phase diagram's verdict in one short sentence (the findings page's opening)."""
     if table.empty:
         return "No exact phase diagram in this run."
-    reg, hot, cold = hot_and_cold(verdicts)
+    reg, hot, cold, undecided = hot_and_cold(verdicts)
     return (f"Exact two-token chains of {', '.join(dict.fromkeys(table.model))}, n = {int(table.n.min())} to "
-            f"{int(table.n.max())}: t_rel is linear in n (within {factor:g}x) when hot in {len(hot)} of {len(reg)} "
-            f"cases, and exponential, swinging or unresolved at some colder temperature in {len(cold)} of {len(reg)}.")
+            f"{int(table.n.max())}: t_rel is polynomial when hot in {len(hot)} of {len(reg)} cases, exponential at "
+            f"some temperature in {len(cold)} of {len(reg)}, undecided at some temperature in {len(undecided)} "
+            f"of {len(reg)}.")
 
 
-def phase_headline(verdicts: pd.DataFrame, table: pd.DataFrame, factor: float) -> str:
-    """The chapter's verdict on the preprint's crossover claim, from the exact rows."""
+def phase_headline(verdicts: pd.DataFrame, table: pd.DataFrame) -> str:
+    """The chapter's verdict on the preprint's crossover claim, from the exact rows: slow mixing is
+    counted only where t_rel is named exponential; undecided temperatures are listed apart."""
     if table.empty:
         return "No model of the phase section could be had, so there is no exact phase diagram in this run."
-    reg, hot, cold = hot_and_cold(verdicts)
+    reg, hot, cold, undecided = hot_and_cold(verdicts)
     models = ", ".join(dict.fromkeys(table.model))
     n_lo, n_hi = int(table.n.min()), int(table.n.max())
-    text = (f"Computed exactly on {RESTRICTED}, for {models} at n = {n_lo} to {n_hi}: the relaxation time grows "
-            f"linearly in n (t_rel/n within {factor:g}x) at the hottest temperatures in {len(hot)} of {len(reg)} "
-            f"model-and-design cases, and grows exponentially, swings or is not resolved at some colder temperature in "
-            f"{len(cold)} of {len(reg)}." + band_sentence(n_lo, n_hi, factor))
+    text = (f"Computed exactly on {RESTRICTED}, for {models} at n = {n_lo} to {n_hi}: the relaxation time grows at "
+            f"most polynomially in n at the hottest temperatures in {len(hot)} of {len(reg)} model-and-design cases, "
+            f"and exponentially at some temperature in {len(cold)} of {len(reg)}.")
+    if len(undecided):
+        text += (f" In {len(undecided)} of {len(reg)} its growth cannot be told from these lengths or is not resolved "
+                 f"at some temperature (" + "; ".join(_undecided(r) for r in undecided.to_dict("records"))
+                 + "); those temperatures count neither as fast nor as slow mixing.")
+    text += rule_sentence(n_lo, n_hi)
+    text += (" These chains are restrictions, other chains than the models' own: what carries over to a model's own "
+             "chain is said by the landscape and the covering chains, not by these counts.")
     if len(hot):
-        later = int((hot["alpha < 1 from"] > hot["linear from"]).sum())
-        text += (f" Of the {len(hot)} cases with a linear hot phase, Dobrushin's sufficient condition α < 1 (at every n) "
-                 f"starts at a higher temperature than linear growth of t_rel in {later} of them"
+        later = int((hot["alpha < 1 from"] > hot["polynomial from"]).sum())
+        text += (f" Of the {len(hot)} cases named polynomial when hot, Dobrushin's sufficient condition α < 1 (at "
+                 f"every n) starts at a higher temperature than that polynomial growth in {later} of them"
                  + (": there the theorem's condition covers less than the fast phase." if later else "."))
     return text
 
 
+def _undecided(r: dict) -> str:
+    parts = [f"{w} at T = {r[k]}" for k, w in (("cannot tell", "cannot tell"), ("unresolved", "unresolved"))
+             if r[k] != "none"]
+    return f"{r['model']}, {r['design']}: " + ", ".join(parts)
+
+
 def spikes(verdicts: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """For each non-monotone (model, design, T): the length where t_rel/n peaks and the state that
-    holds the most stationary mass there, beside the same at the neighbouring lengths."""
+    """For each (model, design, T) whose growth cannot be told and whose t_rel/n is not monotone in
+    n: the length where t_rel/n peaks and the state that holds the most stationary mass there,
+    beside the same at the neighbouring lengths."""
     rows = []
-    bad = verdicts[verdicts["t_rel growth"] == "non-monotone"]
-    for v in bad.to_dict("records"):
+    for v in verdicts[verdicts["t_rel growth"] == "cannot tell"].to_dict("records"):
         g = table[(table.model == v["model"]) & (table.design == v["design"])
                   & np.isclose(table.temperature, v["temperature"])].sort_values("n")
-        per = g.t_rel / g.n
-        k = int(np.argmax(per.to_numpy()))
+        per = (g.t_rel / g.n).to_numpy(float)
+        steps = np.diff(per)
+        if not ((steps > 0).any() and (steps < 0).any()):
+            continue
+        k = int(np.argmax(per))
         for j in range(max(k - 1, 0), min(k + 2, len(g))):
             r = g.iloc[j]
             rows.append({"model": r.model, "design": r.design, "temperature": float(r.temperature), "n": int(r.n),
-                         "peak": j == k, "t_rel/n": float(per.iloc[j]), "top state": r.top_state,
+                         "peak": j == k, "t_rel/n": float(per[j]), "top state": r.top_state,
                          "its stationary mass": float(r.top_mass)})
     return pd.DataFrame(rows, columns=["model", "design", "temperature", "n", "peak", "t_rel/n", "top state",
                                        "its stationary mass"])

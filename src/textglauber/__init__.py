@@ -23,6 +23,12 @@ Packages (a concept with parts)
 - ``build``        the book build: stamps, plan, execution, site, findings, results comparison
 - ``traps`` (5)    the traps chapter, one module per concept: the catalogue of recorded chains, the
                    one trap finder, the escape engine, the quasi-potential, the fits, the escape section
+- ``phase`` (3)    two-token chains listed exactly: states and kernel, relaxation and mixing times,
+                   growth verdicts and their power, the product-chain yardstick, covering chains and
+                   the bound they transfer to the model's own chain
+- ``landscape`` (3) the low-temperature landscape from the scores: wells, W-graphs, Gamma, listed and
+                   searched; ``phasegrid`` runs the phase section for a profile
+- ``pages``        each chapter's page text (sentences, views, figures), apart from its computation
 
 One module per concept of the preprint (chapter)
 - ``rectangle`` (1)                                   the rectangle incompatibility test

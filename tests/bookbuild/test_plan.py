@@ -86,9 +86,13 @@ def test_without_a_record_the_line_is_an_estimate_that_scales_with_the_parameter
     assert line.seconds > 60
     # doubling the chain-steps (trials) and the pairs roughly doubles the estimate
     ch = spec["chapters"]["crossover"]["parameters"]
+    whole = estimates.chapter_work("crossover", ch)
+    fixed = estimates.chapter_work("crossover", {**ch, "trials": 0, "pairs": 0})   # the exact phase section
     ch["trials"], ch["pairs"] = 2 * ch["trials"], 2 * ch["pairs"]
     [twice] = lines_for(spec, ["crossover"], tmp_path, runs)
-    assert 1.7 < twice.seconds / line.seconds < 2.0     # the exact phase section scales with neither
+    O = estimates.OVERHEAD_S                            # the exact phase section scales with neither
+    assert (twice.seconds - O) / (line.seconds - O) == pytest.approx((2 * whole - fixed) / whole, rel=0.02)
+    assert 0 < fixed < whole
     traps = offline()
     [t1] = lines_for(traps, ["traps"], tmp_path, runs)
     traps["chapters"]["traps"]["parameters"]["steps"] *= 2

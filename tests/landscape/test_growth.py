@@ -52,3 +52,8 @@ def test_a_single_spike_is_not_growth():
 
 def test_too_few_lengths_cannot_tell():
     assert barrier_verdict([3, 4], [1.0, 2.0])[0] == "cannot tell"
+
+
+def test_no_second_well_anywhere_is_said_in_words():
+    v, words = barrier_verdict(NS, np.full(len(NS), np.nan))
+    assert v == "bounded" and "no length" in words and "second well" in words

@@ -60,6 +60,8 @@ def barrier_verdict(ns, gammas) -> tuple[str, str]:
                 f"others: a pattern of parity, not growth in n")
     if whole == "grows":
         return "grows", f"the barrier grows over {span}, from {g[0]:.3g} to {g[-1]:.3g}"
+    if whole == "bounded" and not g.any():
+        return "bounded", f"no length of {span} has a second well, so there is no barrier to grow"
     if whole == "bounded":
         return "bounded", f"the barrier reaches no new height in the last third of {span} (largest {g.max():.3g})"
     return "cannot tell", f"the barrier over {span} ({', '.join(f'{v:.3g}' for v in g)}) neither clearly grows nor levels off"

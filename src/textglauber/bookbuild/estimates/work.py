@@ -95,16 +95,34 @@ def _crossover_work(p: dict) -> float:
 
 
 def _phase_work(ph: dict) -> float:
-    """The exact phase section: per model, both designs score n 2^(n-1) rows at every n from
-    ``min_n`` to ``max_n`` (the calibration's n once more), and each (n, T) cell's linear algebra
-    costs about :data:`PHASE_CELL` rows per state (eigenvalues, the stationary law, the powers for
-    t_mix up to ``tmix_max_states``)."""
+    """The exact phase section: per model, the global design scores n 2^(n-1) rows at every n from
+    ``min_n`` to ``max_n`` and each of the ``passages`` nested passages up to ``passage_max_n`` (the
+    calibration's n once more, for two designs); each (n, T) cell's linear algebra costs about
+    :data:`PHASE_CELL` rows per state (eigenvalues, the stationary law, the powers for t_mix up to
+    ``tmix_max_states``), and the landscape check six more cells per listed chain. Past the listed
+    lengths, the landscape's searches open up to ``max_states`` states of n rows each, per well
+    (:data:`SEARCH_WELLS` wells a search, ``starts`` + 2 descents), on the global pair and
+    ``landscape.passages`` passages; the covering chains score at most ``max_states`` rows a cell."""
     work = 0.0
+    q, cov = ph.get("landscape") or {}, ph.get("covering") or {}
+    designs = 1 + int(ph.get("passages", 1))
     for m in _items(ph.get("models")):
-        ns = list(range(int(ph.get("min_n", 3)), int(m["max_n"]) + 1)) + [int(ph.get("calibration_n", 0))]
-        work += sum(2 * n * 2 ** (n - 1) * model_cost(_name(m), n) for n in ns if n >= 2)
-        work += sum(2 * len(ph.get("temperatures", [])) * PHASE_CELL * 2 ** n for n in ns if n >= 2)
+        cost = model_cost(_name(m), int(m["max_n"]))
+        top = int(m["max_n"])
+        lo = int(ph.get("min_n", 3))
+        glob = list(range(lo, top + 1))
+        pas = list(range(lo, min(top, int(ph.get("passage_max_n", top))) + 1))
+        ns = glob + pas * (designs - 1) + [int(ph.get("calibration_n", 0))] * 2
+        work += sum(n * 2 ** (n - 1) * model_cost(_name(m), n) for n in ns if n >= 2)
+        work += sum((len(ph.get("temperatures", [])) + 6) * PHASE_CELL * 2 ** n for n in ns if n >= 2)
+        far = [int(n) for n in _items(q.get("lengths")) if int(n) > top]
+        searched = 1 + int(q.get("passages", 0))
+        work += sum(searched * SEARCH_WELLS * int(q.get("max_states", 0)) * n * cost for n in far)
+        work += len(_items(cov.get("lengths"))) * len(_items(cov.get("temperatures"))) * int(cov.get("max_states", 0)) * cost
     return work
+
+
+SEARCH_WELLS = 3   # wells a landscape search meets, each searched from (the first few lengths' typical count)
 
 
 def _escape_work(e: dict) -> float:

@@ -1,17 +1,20 @@
-"""Chapter 3's exact phase diagram, run for the models of a profile: each model restricted to two
-tokens per site in two designs, every length from ``min_n`` to its ``max_n``, every temperature
-(:func:`model_table`); the chapter's coupling protocol calibrated on the same exact chains
-(:func:`calibration`); and the growth verdicts read off the table (:func:`verdicts`). The exact
-quantities themselves are :mod:`textglauber.phase`'s.
+"""Chapter 3's exact section, run for the models of a profile: each model restricted to two tokens
+per site, every listed length and temperature (:func:`model_table`); the landscape of the same
+chains, listed and searched past enumeration; covering chains of the model's own mass
+(:func:`covering`); the chapter's coupling protocol calibrated on the exact chains
+(:func:`calibration`); and the verdicts read off the tables (:func:`verdicts`, :func:`hot`). The
+quantities themselves are :mod:`textglauber.phase`'s and :mod:`textglauber.landscape`'s.
 
-The two designs (issue 51):
+The designs:
 
 - ``global``: one pair of tokens (``pair``) at every site;
-- ``passage``: the first n tokens of a passage of the model's corpus, each site allowed its own
-  token and the model's top alternative there (given the n-token passage, in the model's frame).
+- ``passage K`` (nested): the K-th passage of the model's corpus, each site allowed its own token
+  and the model's top alternative, chosen once in the longest frame (:func:`frame_length`); length
+  n keeps the first n sites, so every n of a passage belongs to one family of chains.
 
 Two-token chains are chains of the model's conditionals restricted to two tokens per site, not of
-its free generation over the whole vocabulary: the page keeps the two apart.
+its free generation over the whole vocabulary: the page keeps the two apart, and says what carries
+over only through the landscape and the covering chains' transfer bound.
 """
 from __future__ import annotations
 
@@ -46,8 +49,7 @@ def designs(lm, spec: dict, p: dict, seed: int) -> list[tuple[str, object, dict]
     full = models.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(
         lm.tokenizer, whole_words=spec.get("whole_words", PhaseModel.default_of("whole_words")),
         alphabetic=spec.get("alphabetic", PhaseModel.default_of("alphabetic"))))
-    count = int(p["passages"])
-    longest = max(listed + [n for n in searched] + list(p["covering"]["lengths"]))
+    count, longest = int(p["passages"]), frame_length(spec, p)
     texts = corpus.windows(lm.tokenizer, spec["corpus"], longest, count, seed, vocab=full.vocab)
     out = [("global", phase.design_scorer(lm, glob.values()), glob)]
     for k, text in enumerate(texts):
@@ -57,6 +59,11 @@ def designs(lm, spec: dict, p: dict, seed: int) -> list[tuple[str, object, dict]
         pas = {n: frame[:n] for n in lengths}
         out.append((f"passage {k + 1}", phase.design_scorer(lm, pas.values()), pas))
     return out
+
+
+def frame_length(spec: dict, p: dict) -> int:
+    """The length of every passage's frame: the longest length any part of the section asks of it."""
+    return max([int(spec["max_n"])] + [int(n) for n in p["landscape"]["lengths"]] + [int(n) for n in p["covering"]["lengths"]])
 
 
 def listed_lengths(spec: dict, p: dict, design: str) -> list[int]:
@@ -95,7 +102,7 @@ def model_table(lm, spec: dict, p: dict, made: list, rng: np.random.Generator) -
     """The ``phase_exact`` rows of one model (both kinds of design, every listed n and temperature,
     :func:`textglauber.phase.phase_table`) and its landscape rows: exact on the listed lengths (from
     the same score tables), searched on the longer ones. A passage design's ``rows_scored``
-    includes the rows that found its alternatives (the longest frame's n)."""
+    includes the rows that found its alternatives (:func:`frame_length`, one row a site)."""
     from .landscape import tables as land
 
     out, lands, checks = [], [], []
@@ -105,9 +112,9 @@ def model_table(lm, spec: dict, p: dict, made: list, rng: np.random.Generator) -
         t = phase.phase_table(scorer, lm.name, design, {n: pairs[n] for n in listed}, p["temperatures"],
                               tmix_max_states=int(p["tmix_max_states"]), scores_by_n=scores)
         if design != "global":
-            t["rows_scored"] = t["rows_scored"] + max(pairs)
+            t["rows_scored"] = t["rows_scored"] + frame_length(spec, p)
         out.append(t)
-        text = phase.design_tokens(scorer, design, pairs[listed[0]]) if design == "global" else design
+        text = phase.design_tokens(scorer, design, pairs[max(pairs)])
         rows, check = land.enumerated_rows(scorer, lm.name, design, text, pairs, scores)
         far = {n: pairs[n] for n in pairs if n not in listed}
         q = p["landscape"]

@@ -4,8 +4,6 @@ chapter 3): sentences, views and a figure read off the ``landscape``, ``landscap
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -121,16 +119,6 @@ def covering_sentence(cov: pd.DataFrame) -> str:
     return text
 
 
-def transfer_words(cov: pd.DataFrame, model: str, n: int) -> str:
-    """Whether any covering cell of (model, n) transfers a bound: words for the exact section's rows."""
-    g = cov[(cov.model == model) & (cov.n == n) & np.isfinite(cov.t_mix_full_lower.astype(float))]
-    return "" if g.empty else f"t_mix(full) ≥ {g.t_mix_full_lower.max():,.0f}"
-
-
-def hot_view(hot: pd.DataFrame) -> pd.DataFrame:
-    return hot
-
-
 def hot_sentence(hot: pd.DataFrame) -> str:
     """How the exact t_mix compares with the product chain of the same marginals over n, hot end."""
     if hot.empty:
@@ -167,7 +155,3 @@ def plot_gamma(table: pd.DataFrame):
     axes[0][0].legend(fontsize=6)
     fig.tight_layout()
     return fig
-
-
-def nothing_transfers(value: float) -> bool:
-    return not (isinstance(value, float) and math.isfinite(value))

@@ -1,0 +1,50 @@
+"""Chapter 3's landscape, covering and hot-end sentences, counted by hand on small synthetic tables."""
+import math
+
+import numpy as np
+import pandas as pd
+
+from textglauber.landscape import tables as land
+from textglauber.pages import crossover as page
+
+
+def summary(rows):
+    return pd.DataFrame(rows, columns=land.SUMMARY_COLUMNS)
+
+
+def test_check_sentence_counts_agreements_and_names_the_largest_miss():
+    s = summary([
+        {"model": "m", "design": "global", "n": 8, "gamma": 4.0, "temperatures": 6, "resolved": 5, "coldest T": 0.2,
+         "T ln t_rel there": 4.4, "off by": 0.10, "line to T = 0": 4.02, "line off by": 0.005},
+        {"model": "m", "design": "passage 1", "n": 9, "gamma": 2.0, "temperatures": 6, "resolved": 3,
+         "coldest T": 0.1, "T ln t_rel there": 2.6, "off by": 0.30, "line to T = 0": 2.5, "line off by": 0.25}])
+    text = page.check_sentence(s)
+    assert "within 15% of Γ in 1 of 2" in text and "meets Γ at T = 0 within 15% in 1 of 2" in text
+    assert "1 of them resolve fewer than 4" in text and "n = 9" in text and "2.6" in text
+    assert "nothing to be checked" in page.check_sentence(summary([]))
+
+
+def test_covering_sentence_separates_transfers_from_cells_that_carry_nothing():
+    cov = pd.DataFrame([
+        {"model": "m", "n": 3, "temperature": 0.05, "epsilon": 0.05, "left_out": 5e-4, "complete": True,
+         "t_mix": 9.0, "t_mix_full_lower": 8.0, "transfer": "holds"},
+        {"model": "m", "n": 3, "temperature": 0.25, "epsilon": 0.05, "left_out": 0.9, "complete": False,
+         "t_mix": np.nan, "t_mix_full_lower": np.nan, "transfer": "the sets outgrow max_states = 600"},
+        {"model": "m", "n": 4, "temperature": 0.05, "epsilon": 0.05, "left_out": 0.01, "complete": True,
+         "t_mix": 3.0, "t_mix_full_lower": np.nan, "transfer": "left-out mass too large"}])
+    text = page.covering_sentence(cov)
+    assert "Of 3 covering cells" in text and "2 closed" in text and "1 stopped before closing" in text
+    assert "In 1 cell the coupling bound" in text and "at least 8 steps" in text
+    assert "left-out mass too large (1)" in text and "the sets outgrow max_states = 600 (1)" in text
+
+
+def test_gamma_sentences_say_listed_and_searched_apart():
+    t = pd.DataFrame([
+        {"model": "m", "design": "global", "n": n, "gamma": g, "complete": n <= 4, "finished": n != 6,
+         "wells": 1 if math.isnan(g) else 2, "states opened": 2 ** n if n <= 4 else 50}
+        for n, g in [(3, np.nan), (4, 1.0), (5, 1.5), (6, 2.5)]])
+    v = land.verdicts(t.assign(**{"tokens": "a|b", "ground well": "", "well sizes": "", "other wells": ""}))
+    [text] = page.gamma_sentences(t, v)
+    assert "3: one well" in text and "4: 1" in text and "every state listed up to n = 4" in text
+    assert "n = 5 to 6 searched (4 wells found over 2 lengths, 100 states opened, 1 searches stopped" in text
+    assert "not certified complete" in text

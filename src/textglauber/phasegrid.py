@@ -40,15 +40,13 @@ def designs(lm, spec: dict, p: dict, seed: int) -> list[tuple[str, object, dict]
     entry), drawn with ``seed``, as long as the longest length asked of it. Its alternatives are
     chosen once, in that longest frame, and length n takes the first n sites: every n of a passage
     belongs to one family of chains (a nested design)."""
-    from . import models, vocabulary
+    from . import vocabulary
 
     listed = list(range(int(p["min_n"]), int(spec["max_n"]) + 1))
     searched = [int(n) for n in p["landscape"]["lengths"] if n > int(spec["max_n"])]
     a, b = (vocabulary.single_token(lm.tokenizer, t) for t in spec["pair"])
     glob = {n: phase.global_pairs(a, b, n) for n in listed + searched}
-    full = models.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(
-        lm.tokenizer, whole_words=spec.get("whole_words", PhaseModel.default_of("whole_words")),
-        alphabetic=spec.get("alphabetic", PhaseModel.default_of("alphabetic"))))
+    full = full_scorer(lm, spec)
     count, longest = int(p["passages"]), frame_length(spec, p)
     texts = corpus.windows(lm.tokenizer, spec["corpus"], longest, count, seed, vocab=full.vocab)
     out = [("global", phase.design_scorer(lm, glob.values()), glob)]
@@ -59,6 +57,16 @@ def designs(lm, spec: dict, p: dict, seed: int) -> list[tuple[str, object, dict]
         pas = {n: frame[:n] for n in lengths}
         out.append((f"passage {k + 1}", phase.design_scorer(lm, pas.values()), pas))
     return out
+
+
+def full_scorer(lm, spec: dict):
+    """The model over its whole allowed vocabulary (``whole_words`` and ``alphabetic`` of its entry):
+    what finds a passage's alternatives and what a covering chain covers."""
+    from . import models, vocabulary
+
+    return models.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(
+        lm.tokenizer, whole_words=spec.get("whole_words", PhaseModel.default_of("whole_words")),
+        alphabetic=spec.get("alphabetic", PhaseModel.default_of("alphabetic"))))
 
 
 def frame_length(spec: dict, p: dict) -> int:
@@ -130,7 +138,6 @@ def covering(lm, spec: dict, p: dict, made: list) -> pd.DataFrame:
     """The covering chains of one model: seeded with the first passage's first n tokens (its own
     tokens, the nested design's frame), at the covering's lengths and temperatures, over the model's
     whole allowed vocabulary (:func:`textglauber.phase.covering.covering_table`)."""
-    from . import models, vocabulary
     from .phase import covering as cov
 
     q = p["covering"]
@@ -138,9 +145,7 @@ def covering(lm, spec: dict, p: dict, made: list) -> pd.DataFrame:
     if passage is None or not q["lengths"]:
         return pd.DataFrame(columns=cov.COVERING_COLUMNS)
     frame = passage[max(passage)][:, 0]
-    full = models.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(
-        lm.tokenizer, whole_words=spec.get("whole_words", PhaseModel.default_of("whole_words")),
-        alphabetic=spec.get("alphabetic", PhaseModel.default_of("alphabetic"))))
+    full = full_scorer(lm, spec)
     seeds = {int(n): frame[:int(n)] for n in q["lengths"]}
     return cov.covering_table(full, lm.name, seeds, q["temperatures"], eps=float(q["eps"]),
                               max_states=int(q["max_states"]), tmix_max_states=int(p["tmix_max_states"]))

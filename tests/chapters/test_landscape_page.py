@@ -26,15 +26,18 @@ def test_check_sentence_counts_agreements_and_names_the_largest_miss():
 
 def test_covering_sentence_separates_transfers_from_cells_that_carry_nothing():
     cov = pd.DataFrame([
-        {"model": "m", "n": 3, "temperature": 0.05, "epsilon": 0.05, "left_out": 5e-4, "complete": True,
-         "t_mix": 9.0, "t_mix_full_lower": 8.0, "transfer": "holds"},
-        {"model": "m", "n": 3, "temperature": 0.25, "epsilon": 0.05, "left_out": 0.9, "complete": False,
+        {"model": "m", "n": 3, "temperature": 0.05, "epsilon": 0.05, "left_out": 5e-4, "step_left_out": 1.7e-3,
+         "complete": True, "t_mix": 914196.0, "t_mix_full_lower": 146.0, "transfer": "holds"},
+        {"model": "m", "n": 3, "temperature": 0.25, "epsilon": 0.05, "left_out": 0.9, "step_left_out": 0.6, "complete": False,
          "t_mix": np.nan, "t_mix_full_lower": np.nan, "transfer": "the sets outgrow max_states = 600"},
-        {"model": "m", "n": 4, "temperature": 0.05, "epsilon": 0.05, "left_out": 0.01, "complete": True,
+        {"model": "m", "n": 4, "temperature": 0.05, "epsilon": 0.05, "left_out": 0.01, "step_left_out": 0.01, "complete": True,
          "t_mix": 3.0, "t_mix_full_lower": np.nan, "transfer": "left-out mass too large"}])
     text = page.covering_sentence(cov)
     assert "Of 3 covering cells" in text and "2 closed" in text and "1 stopped before closing" in text
-    assert "In 1 cell the coupling bound" in text and "at least 8 steps" in text
+    assert "In 1 cell the coupling bound" in text and "at least 146 steps" in text
+    assert "In 1 of these the bound sits at its ceiling" in text        # 146 is 0.99 of 1/(4 * 1.7e-3) = 147
+    far = cov.assign(t_mix_full_lower=[20.0, np.nan, np.nan])          # far below its ceiling: no such words
+    assert "ceiling 1/(4ε*) (within" not in page.covering_sentence(far)
     assert "left-out mass too large (1)" in text and "the sets outgrow max_states = 600 (1)" in text
 
 

@@ -11,6 +11,10 @@ CHECK_TOLERANCE = 0.15
 """How close T ln t_rel at the coldest resolved temperature must come to Gamma to count as agreeing."""
 
 
+CAP_SHARE = 0.9
+"""A transferred bound at least this share of its ceiling 1/(4 eps*) is called set by the ceiling."""
+
+
 def _design(design: str) -> str:
     return "global pair" if design == "global" else f"nested {design.replace('-', ' ')}"
 
@@ -110,6 +114,11 @@ def covering_sentence(cov: pd.DataFrame) -> str:
                  f"the model's own chain: the largest, {best.model} at n = {int(best.n)}, T = {best.temperature:g}: the "
                  f"full chain's t_mix(1/4) is at least {best.t_mix_full_lower:,.0f} steps (the restricted chain's own "
                  f"t_mix is {best.t_mix:,.0f}).")
+        capped = holds[holds.t_mix_full_lower.astype(float) >= CAP_SHARE / (4 * holds.step_left_out.astype(float))]
+        if len(capped):
+            text += (f" In {len(capped)} of these the bound sits at its ceiling 1/(4ε*) (within {1 - CAP_SHARE:.0%}): "
+                     "there it is set by the mass the covering leaves out, a quantity of the design, not by how slowly "
+                     "the chain mixes.")
     nothing = cov[~np.isfinite(cov.t_mix_full_lower.astype(float))]
     if len(nothing):
         reasons = nothing.transfer.value_counts()

@@ -15,12 +15,19 @@ def summary(rows):
 def test_check_sentence_counts_agreements_and_names_the_largest_miss():
     s = summary([
         {"model": "m", "design": "global", "n": 8, "gamma": 4.0, "temperatures": 6, "resolved": 5, "coldest T": 0.2,
-         "T ln t_rel there": 4.4, "off by": 0.10, "line to T = 0": 4.02, "line off by": 0.005},
+         "T ln t_rel there": 4.4, "off by": 0.10, "line to T = 0": 4.02, "line off by": 0.005,
+         "hit T": 0.04, "T ln hit there": 4.1, "hit off by": 0.025},
         {"model": "m", "design": "passage 1", "n": 9, "gamma": 2.0, "temperatures": 6, "resolved": 3,
-         "coldest T": 0.1, "T ln t_rel there": 2.6, "off by": 0.30, "line to T = 0": 2.5, "line off by": 0.25}])
+         "coldest T": 0.1, "T ln t_rel there": 2.6, "off by": 0.30, "line to T = 0": 2.5, "line off by": 0.25,
+         "hit T": 0.02, "T ln hit there": 2.4, "hit off by": 0.2},
+        {"model": "m", "design": "global", "n": 12, "gamma": 1.0, "temperatures": 6, "resolved": 6,
+         "coldest T": 0.05, "T ln t_rel there": 1.1, "off by": 0.1, "line to T = 0": 1.0, "line off by": 0.0,
+         "hit T": math.nan, "T ln hit there": math.nan, "hit off by": math.nan}])
     text = page.check_sentence(s)
-    assert "within 15% of Γ in 1 of 2" in text and "meets Γ at T = 0 within 15% in 1 of 2" in text
+    assert "within 15% of Γ in 2 of 3" in text and "meets Γ at T = 0 within 15% in 2 of 3" in text
     assert "1 of them resolve fewer than 4" in text and "n = 9" in text and "2.6" in text
+    assert "T = Γ/100" in text and "within 15% of Γ in 1 of the 2 chains small enough" in text
+    assert "largest distance 20.0%" in text and "at T = 0.02 gives 2.4" in text
     assert "nothing to be checked" in page.check_sentence(summary([]))
 
 

@@ -171,6 +171,35 @@ def test_the_check_can_fail_on_a_wrong_exponent():
     assert check.agreement(check.limit(c)[2], wrong) > 0.15
 
 
+def test_the_worst_hitting_time_against_a_direct_solve():
+    s = curie_weiss(5, 0.6, 0.3)
+    L = enumerated.two_token_landscape(s)
+    P = phase.kernel(s, 0.7).toarray()
+    out = np.ones(32, bool)
+    out[L.wells[L.ground]] = False
+    t = np.linalg.solve(np.eye(out.sum()) - P[np.ix_(out, out)], np.ones(out.sum()))   # hot: no digits lost
+    assert check.worst_hit(phase.kernel(s, 0.7), L.wells[L.ground]) == pytest.approx(t.max(), rel=1e-9)
+
+
+@pytest.mark.parametrize("scores", [curie_weiss(6, 0.7, 0.5), cycle_pair_and_ferro(1.5), curie_weiss(7, 0.4, 0.9)])
+def test_the_hitting_time_reaches_gamma_where_the_gap_cannot_be_resolved(scores):
+    L = enumerated.two_token_landscape(scores)
+    c = check.cold_check(scores, L.gamma, ground=L.wells[L.ground])
+    hot_T, hit = check.hit_limit(c)
+    assert hot_T == pytest.approx(L.gamma / max(check.HIT_TARGETS))
+    assert hot_T < c[c.resolved.astype(bool)].temperature.min()       # colder than any resolved gap
+    assert check.agreement(hit, L.gamma) < 0.05
+    assert c[c.measure == "hit"].t_rel.isna().all()
+
+
+def test_the_hitting_check_can_fail_on_a_wrong_exponent():
+    s = curie_weiss(6, 0.7, 0.5)
+    L = enumerated.two_token_landscape(s)
+    wrong = L.V[L.ground, 1 - L.ground]                                # the deeper well's exit, not Gamma
+    c = check.cold_check(s, wrong, ground=L.wells[L.ground])
+    assert check.agreement(check.hit_limit(c)[1], wrong) > 0.15
+
+
 # ------------------------------------------------------------------------------------------- search
 
 @pytest.mark.parametrize("scores", [curie_weiss(8, 0.5, 0.2), cycle_pair_and_ferro(2.0)])

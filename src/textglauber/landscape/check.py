@@ -5,6 +5,11 @@ tends to Gamma. The temperatures are chosen from Gamma itself, T = Gamma / L for
 ln t_rel, so that every cell lands where float64 still resolves the spectral gap (ln t_rel up to
 about 27); the coldest cells that resolve are the ones that test the limit. The line through the
 two coldest resolved points, extended to T = 0, removes the first-order prefactor term T ln C.
+
+Colder than float64 resolves the gap, the same chain is read through the mean time to reach its
+ground well from the worst start, max_x E_x[tau_ground], which grows as exp(Gamma / T) too. It is
+solved by subtraction-free elimination (:func:`textglauber.exact.exit_time`), exact to rounding at
+any temperature, so it reaches T = Gamma / 100, where T ln C is a tenth of what it is at Gamma / 10.
 """
 from __future__ import annotations
 
@@ -13,26 +18,59 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..exact import exit_time
 from ..phase.mixing import relaxation
 from ..phase.states import Scores, kernel
 
 TARGETS = (6.0, 10.0, 14.0, 18.0, 22.0, 26.0)
 """Values of ln t_rel the check's temperatures aim at (T = Gamma / L)."""
 
-CHECK_COLUMNS = ["temperature", "t_rel", "resolved", "T ln t_rel", "gamma"]
+HIT_TARGETS = (50.0, 100.0)
+"""Values of Gamma / T where the mean hitting time of the ground well is solved (past t_rel's reach)."""
+
+HIT_MAX_STATES = 1024
+"""Largest chain whose hitting times are solved (a dense elimination: 2^10 states take about a second)."""
+
+CHECK_COLUMNS = ["measure", "temperature", "t_rel", "resolved", "T ln t_rel", "T ln hit", "gamma"]
 
 
-def cold_check(scores: Scores, gamma: float, targets=TARGETS) -> pd.DataFrame:
-    """T, t_rel and T ln t_rel of the two-token chain at T = gamma / L for each target L (empty
-    where gamma is NaN, inf or zero: no barrier to check)."""
+def worst_hit(P, ground: np.ndarray) -> float:
+    """max over states outside the ground well of the exact mean steps to reach it."""
+    outside = np.ones(P.shape[0], bool)
+    outside[np.asarray(ground, int)] = False
+    return float(exit_time(P, outside).max())
+
+
+def cold_check(scores: Scores, gamma: float, targets=TARGETS, ground=None) -> pd.DataFrame:
+    """T, t_rel and T ln t_rel of the two-token chain at T = gamma / L for each target L, and, given
+    the ground well's states on a chain of at most :data:`HIT_MAX_STATES`, T ln max_x E_x[tau_ground]
+    at T = gamma / L for L in :data:`HIT_TARGETS` (those rows hold no t_rel). Empty where gamma is
+    NaN, inf or zero: no barrier to check."""
     rows = []
-    if math.isfinite(gamma) and gamma > 0:
-        for L in targets:
+    if not (math.isfinite(gamma) and gamma > 0):
+        return pd.DataFrame(rows, columns=CHECK_COLUMNS)
+    for L in targets:
+        T = gamma / L
+        rel = relaxation(kernel(scores, T))
+        rows.append({"measure": "t_rel", "temperature": T, "t_rel": rel.t_rel, "resolved": rel.resolved,
+                     "T ln t_rel": T * math.log(rel.t_rel) if rel.resolved else math.nan, "T ln hit": math.nan,
+                     "gamma": gamma})
+    if ground is not None and 2 ** scores.n <= HIT_MAX_STATES:
+        for L in HIT_TARGETS:
             T = gamma / L
-            rel = relaxation(kernel(scores, T))
-            rows.append({"temperature": T, "t_rel": rel.t_rel, "resolved": rel.resolved,
-                         "T ln t_rel": T * math.log(rel.t_rel) if rel.resolved else math.nan, "gamma": gamma})
+            hit = worst_hit(kernel(scores, T), ground)
+            rows.append({"measure": "hit", "temperature": T, "t_rel": math.nan, "resolved": False, "T ln t_rel": math.nan,
+                         "T ln hit": T * math.log(hit) if math.isfinite(hit) and hit > 1 else math.nan,
+                         "gamma": gamma})
     return pd.DataFrame(rows, columns=CHECK_COLUMNS)
+
+
+def hit_limit(check: pd.DataFrame) -> tuple[float, float]:
+    """(coldest T with a hitting time, T ln max E[tau_ground] there); NaNs where none was solved."""
+    ok = check[np.isfinite(check["T ln hit"].astype(float))].sort_values("temperature") if len(check) else check
+    if ok.empty:
+        return math.nan, math.nan
+    return float(ok.temperature.iloc[0]), float(ok["T ln hit"].iloc[0])
 
 
 def limit(check: pd.DataFrame) -> tuple[float, float, float]:

@@ -12,7 +12,7 @@ from .growth import barrier_verdict
 
 COLUMNS = ["model", "design", "tokens", "n", "wells", "gamma", "states opened", "complete", "finished",
            "ground well", "well sizes", "other wells"]
-CHECK_COLUMNS = ["model", "design", "n", "temperature", "t_rel", "resolved", "T ln t_rel", "gamma"]
+CHECK_COLUMNS = ["model", "design", "n", "measure", "temperature", "t_rel", "resolved", "T ln t_rel", "T ln hit", "gamma"]
 
 
 def _decode(scorer):
@@ -44,7 +44,7 @@ def enumerated_rows(scorer, model: str, design: str, text: str, pairs_by_n: dict
         L = enumerated.two_token_landscape(scores)
         tokens = [pairs[np.arange(n), site_bits(np.asarray(w), n)] for w in L.wells]
         rows.append(_row(model, design, text, n, tokens, L.gamma, L.ground, L.opened, True, True, scorer))
-        c = check.cold_check(scores, L.gamma)
+        c = check.cold_check(scores, L.gamma, ground=L.wells[L.ground])
         if len(c):
             checks.append(c.assign(model=model, design=design, n=int(n)))
     check_df = pd.concat(checks, ignore_index=True)[CHECK_COLUMNS] if checks else pd.DataFrame(columns=CHECK_COLUMNS)
@@ -68,7 +68,7 @@ def searched_rows(scorer, model: str, design: str, text: str, pairs_by_n: dict, 
 
 
 SUMMARY_COLUMNS = ["model", "design", "n", "gamma", "temperatures", "resolved", "coldest T", "T ln t_rel there",
-                   "off by", "line to T = 0", "line off by"]
+                   "off by", "line to T = 0", "line off by", "hit T", "T ln hit there", "hit off by"]
 
 
 def check_summary(checks: pd.DataFrame) -> pd.DataFrame:
@@ -77,11 +77,14 @@ def check_summary(checks: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, design, n), g in checks.groupby(["model", "design", "n"], sort=False):
         coldest, raw, line = check.limit(g)
+        hit_T, hit = check.hit_limit(g)
         gamma = float(g.gamma.iloc[0])
-        rows.append({"model": model, "design": design, "n": int(n), "gamma": gamma, "temperatures": len(g),
+        rows.append({"model": model, "design": design, "n": int(n), "gamma": gamma,
+                     "temperatures": int((g.measure == "t_rel").sum()),
                      "resolved": check.resolved_count(g), "coldest T": coldest, "T ln t_rel there": raw,
                      "off by": check.agreement(raw, gamma), "line to T = 0": line,
-                     "line off by": check.agreement(line, gamma)})
+                     "line off by": check.agreement(line, gamma), "hit T": hit_T, "T ln hit there": hit,
+                     "hit off by": check.agreement(hit, gamma)})
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 

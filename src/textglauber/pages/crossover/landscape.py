@@ -58,14 +58,30 @@ def check_sentence(summary: pd.DataFrame) -> str:
             f"{CHECK_TOLERANCE:.0%} in {int(line_ok.sum())} of {len(summary)}.")
     if few.any():
         text += f" {int(few.sum())} of them resolve fewer than 4 temperatures."
+    text += _hit_clause(summary)
     miss = summary[~ok]
     if len(miss):
         worst = miss.loc[miss["off by"].idxmax()]
         text += (f" Where the coldest point misses, T ln t_rel = Γ + T ln C still carries the prefactor's term at the "
                  f"coldest T that resolves (largest miss: {worst.model}, {_design(worst.design)}, n = {int(worst.n)}: "
                  f"{worst['T ln t_rel there']:.3g} against Γ = {worst.gamma:.3g} at T = {worst['coldest T']:.3g}; the "
-                 f"line to T = 0 gives {worst['line to T = 0']:.3g}).")
+                 f"line to T = 0 gives {worst['line to T = 0']:.3g}"
+                 + (f"; the hitting time at T = {worst['hit T']:.3g} gives {worst['T ln hit there']:.3g}"
+                    if np.isfinite(worst["T ln hit there"]) else "") + ").")
     return text
+
+
+def _hit_clause(summary: pd.DataFrame) -> str:
+    """How the exact mean time to reach the ground well, solved colder than any gap resolves,
+    compares with Gamma."""
+    hit = summary[np.isfinite(summary["T ln hit there"].astype(float))]
+    if hit.empty:
+        return ""
+    ok = hit["hit off by"] <= CHECK_TOLERANCE
+    return (f" Colder than float64 resolves the gap, at T = Γ/{int(round(float((hit.gamma / hit['hit T']).max())))}, the "
+            f"exact mean time to reach the ground well from the worst start gives T ln max E[τ] within "
+            f"{CHECK_TOLERANCE:.0%} of Γ in {int(ok.sum())} of the {len(hit)} chains small enough to solve for it "
+            f"(largest distance {hit['hit off by'].max():.1%}).")
 
 
 def swing_sentences(table: pd.DataFrame, phase_table: pd.DataFrame, verdicts: pd.DataFrame) -> list[str]:

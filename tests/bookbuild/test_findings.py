@@ -257,18 +257,29 @@ def test_chapter_times_lists_every_profiles_last_executions(tmp_path):
 
 
 def test_the_traps_line_carries_escape_against_length(root):
-    """V_k at k = ceil(n/4) at two lengths, with the measured medians at one temperature: the line
-    gives the exponents, the rows scored and the log-change of the medians against the prediction's
-    (4.1 - 2.0) / 0.5 = 4.20, and names a search that stopped as a lower bound."""
+    """V_k at k = ceil(n/4) over the lengths (the searches' rows, a search that stopped named as a lower
+    bound), and escape against length by slopes: the family's choice, each length's exponent beside its
+    slope interval, and the counts read off the escape_length rows. No single-temperature medians."""
     gr = pd.DataFrame({"model": "m-one", "n": [8, 16, 24], "k": [2, 4, 6], "exponent case": ["one well", "one well", "unfinished"],
                        "predicted_exponent": [2.0, 4.1, 5.5], "exponent": [2.0, 4.1, np.nan], "rows_scored": [40, 900, 5000],
                        "temperature": 0.5, "median": [1000.0, 30000.0, np.nan]})
     results.write_table(gr, root / PROFILE / "traps", "escape_growth")
+    el = pd.DataFrame({"model": "m-one", "n": [8, 12, 16], "trap": ["1 2", "1 2 3", "1 2 3 4"], "k": [2, 3, 4],
+                       "margin": [1.0, 1.0, 1.2], "exponent": [2.0, 1.0, 3.0], "exponent case": "one well",
+                       "nontrivial": [True, False, True], "slope": [2.1, 1.4, 2.9], "slope_low": [1.9, 1.2, 2.5],
+                       "slope_high": [2.3, 1.6, 3.4], "temperatures": [4, 4, 2], "fit p": 0.5,
+                       "exponent inside": [True, False, True], "exact slope": np.nan,
+                       "chosen": ["deepest found", "grown", "deepest found again"], "kept": [8, 8, 3],
+                       "T low": 0.1, "T high": 0.5, "events": 100, "rows scored": 10})
+    results.write_table(el, root / PROFILE / "traps", "escape_length")
     listed(root)
     line = text(cells(findings.collect(root, PROFILE))["traps"])
     assert "V_k against length. m-one: n = 8: 2, n = 16: 4.1, n = 24: at least 5.5" in line
     assert "scored 40 to 5000 rows" in line and "from n = 8 to 16 the exponent goes from 2 to 4.1" in line
-    assert f"a change of {np.log(30.0):.2f} in its log, where the exponents predict 4.20" in line
+    assert "in its log" not in line                                  # the single-temperature comparison is gone
+    assert "of the 2 longer ones, 1 grew from the shorter trap by coordinate ascent, and 1 of those keep" in line
+    assert "95% interval at 1 of 2 lengths fitted over 3 temperatures" in line
+    assert "2 of the 3 exponents differ from their trap" in line
 
 
 def test_each_row_opens_with_a_short_verdict_and_folds_its_details(root):

@@ -117,7 +117,7 @@ def test_a_planted_two_well_law_has_the_hand_computed_barriers():
     b2, b3 = qp.barrier(sc, trap, 2), qp.barrier(sc, trap, 3)
     assert b2.value == pytest.approx(3.0) and b2.case == "one well"
     assert b3.value == pytest.approx(4.0) and [m.site for m in b3.path][1:] != [] and b3.case == "several wells"
-    assert b3.well_states == [(1, 1, 0, 0)] and b3.exponent == pytest.approx(5.0)
+    assert b3.well_states == [((1, 1, 0, 0),)] and b3.exponent == pytest.approx(5.0)
     med, _ = _slopes(sc, 4, (0, 0, 0, 0), 3, 5.0)
     assert med == pytest.approx(5.0, rel=0.01)
 

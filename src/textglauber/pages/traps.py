@@ -14,6 +14,7 @@ import pandas as pd
 
 from .. import reported
 from ..traps import MIN_MEDIANS, escape_counts, vacuous
+from ..traps.escape_section import nontrivial_column
 from . import Headline
 from .reading import esc, manifest, nowrap, table
 
@@ -44,11 +45,12 @@ def headline(folder: Path, root: Path, profile: str) -> Headline | None:
 
 
 def growth(folder: Path) -> str:
-    """Escape against length (:func:`growth_sentence`, as the chapter prints it)."""
-    gr = table(folder, "escape_growth")
-    if gr is None or not len(gr):
-        return ""
-    return " " + esc(growth_sentence(gr))
+    """V_k against length (:func:`growth_sentence`) and escape against length by slopes
+    (:func:`length_sentence`), as the chapter prints them."""
+    gr, el = table(folder, "escape_growth"), table(folder, "escape_length")
+    words = [growth_sentence(gr)] if gr is not None and len(gr) else []
+    words += [length_sentence(el)] if el is not None and len(el) else []
+    return "".join(" " + esc(w) for w in words)
 
 
 def escape(folder: Path) -> str:
@@ -189,8 +191,8 @@ def plot_escape(axes, cells: pd.DataFrame, fits: pd.DataFrame) -> None:
 
 
 def fit_table(fits: pd.DataFrame) -> pd.DataFrame:
-    """The per-trap table of the page: margin, the predicted exponent (V_k, and the wells' value where
-    the ball holds another well), the fitted slope with its interval, or "too few" below
+    """The per-trap table of the page: margin, the exponent (V_k, or the wells' W-graph value where the
+    ball holds another well) and whether it is non-trivial (differs from the margin), the fitted slope with its interval, or "too few" below
     :data:`MIN_MEDIANS` medians, the same fit over the coldest medians alone, and the cheapest path out."""
     t = fits.copy()
     ok = t.medians >= MIN_MEDIANS
@@ -200,8 +202,8 @@ def fit_table(fits: pd.DataFrame) -> pd.DataFrame:
     t[f"{MIN_MEDIANS} coldest (95% interval)"] = [
         _interval(s, lo, hi) if good else ""
         for s, lo, hi, good in zip(t["cold slope"], t["cold slope_low"], t["cold slope_high"], ok)]
-    t["V_k"] = t.predicted_exponent
-    return t[["model", "trap", "k", "margin", "V_k", "exponent case", "exponent", "slope (95% interval)",
+    t["nontrivial"] = nontrivial_column(t)
+    return t[["model", "trap", "k", "margin", "exponent", "nontrivial", "exponent case", "slope (95% interval)",
               "slope / predicted", f"{MIN_MEDIANS} coldest (95% interval)", "one-state slope", "medians", "fit p",
               "line holds", "path"]]
 
@@ -238,17 +240,34 @@ def summary(h: dict) -> str:
                      + ("so these temperatures are not yet asymptotic: at k = 1 finite temperature alone puts the "
                         f"slope up to {100 * (hi - 1):.0f}% above its limit" if hi > 1.005 else
                         "so at these temperatures the slope is already close to its limit"))
-    if h["deeper_ratio"]:
-        lo, hi = h["deeper_ratio"]
-        parts.append(f"for leaving the Hamming ball (k > 1) the prediction is the least total cost of a path out, "
-                     f"V_k, computed from the model's scores before any chain ran ({h['several_wells']} of these fits "
-                     f"have a second well on the way, where the prediction is the wells' W-graph value instead); the "
-                     f"slope is {lo:.2f} to {hi:.2f} times the prediction"
-                     + _against_words(h["deeper_against"], "the prediction"))
+    parts += _deeper_words(h)
     if h["unfinished"]:
         parts.append(f"in {h['unfinished']} fits no prediction is compared: the path search ran out of its budget "
                      "(V_k there is only a lower bound) or met more wells than the W-graph formula is run on")
     return "; ".join(parts) + "."
+
+
+def _deeper_words(h: dict) -> list[str]:
+    """The fits with k > 1, the trivial ones (exponent equal to the margin) apart from the others."""
+    out = []
+    if h.get("trivial"):
+        out.append(f"{h['trivial']} fits with k > 1 have an exponent equal to the margin (the first move off the trap "
+                   "carries the whole cost of the way out), so they repeat the k = 1 check and are counted apart"
+                   + _against_words(h["trivial_against"], "the margin"))
+    by_model = h.get("nontrivial_by_model", {})
+    counts = ", ".join(f"{n} for {m}" for m, n in by_model.items())
+    total = sum(by_model.values())
+    if not total:
+        out.append("no fitted escape with k > 1 has an exponent other than the margin, so this run tests nothing "
+                   "beyond k = 1")
+        return out
+    ratio = (f"; their slope is {h['deeper_ratio'][0]:.2f} to {h['deeper_ratio'][1]:.2f} times that exponent"
+             if h["deeper_ratio"] else "")
+    out.append(f"{total} fits with k > 1 have a non-trivial exponent, one that differs from the margin ({counts}): "
+               "the least total cost of a path out of the ball, computed from the model's scores before any chain ran, "
+               f"or, in the {h['several_wells']} of them with a second well on the way, the wells' W-graph value"
+               + ratio + _against_words(h["deeper_against"], "the exponent"))
+    return out
 
 
 def _against_words(a: dict, what: str) -> str:
@@ -294,8 +313,9 @@ def exact_sentence(ex: pd.DataFrame) -> str:
 
 
 def growth_sentence(gr: pd.DataFrame) -> str:
-    """Escape against length in words: per model, V_k at k = ceil(n/4) over the lengths (lower bounds
-    named), the rows the searches scored, and the measured medians against the prediction's growth."""
+    """V_k against length in words: per model, V_k at k = ceil(n/4) over the lengths (lower bounds
+    named), the rows the searches scored, and how the exponent changes between the first and last
+    length. Escape times against length are :func:`length_sentence`'s, by slopes."""
     if not len(gr):
         return "No model ran the growth section."
     parts = []
@@ -310,15 +330,39 @@ def growth_sentence(gr: pd.DataFrame) -> str:
             a, b = done.iloc[0], done.iloc[-1]
             text += (f"; from n = {a.n} to {b.n} the exponent goes from {a.exponent:.3g} to {b.exponent:.3g}, "
                      f"a factor of {b.exponent / a.exponent:.2f} against {b.n / a.n:.1f} in n")
-        checked = g[np.isfinite(g.get("median", pd.Series(dtype=float)))] if "median" in g else g.iloc[:0]
-        if len(checked) >= 2:
-            a, b = checked.iloc[0], checked.iloc[-1]
-            T = a.temperature
-            text += (f"; at T = {T:g} the median escape time goes from {a['median']:.3g} steps (n = {a.n}) to "
-                     f"{b['median']:.3g} (n = {b.n}): a change of {math.log(b['median'] / a['median']):.2f} in its "
-                     f"log, where the exponents predict {(b.exponent - a.exponent) / T:.2f} up to prefactors")
         parts.append(text)
     return "V_k against length. " + "; ".join(parts) + "."
+
+
+def length_sentence(el: pd.DataFrame) -> str:
+    """Escape against length by slopes (:func:`textglauber.traps.escape_length`'s table) in words:
+    how each model's family of traps was chosen, and at each length the exponent beside the fitted
+    Arrhenius slope and its interval (and the exact slope where the chain was enumerated)."""
+    if not len(el):
+        return "No model ran escape against length: the finder reached no trap at the shortest length."
+    parts = []
+    for model, g in el.groupby("model", sort=False):
+        grown = g[g.chosen == "grown"]
+        nested = int((grown.kept == g.n.shift(1)[grown.index]).sum())
+        text = (f"{model}: the trap at n = {g.n.iloc[0]} is the deepest the finder reached; of the "
+                f"{len(g) - 1} longer ones, {len(grown)} grew from the shorter trap by coordinate ascent, and "
+                f"{nested} of those keep all of its sites as their prefix. ")
+        text += "; ".join(_length_words(r) for _, r in g.iterrows())
+        fitted = g[g.temperatures >= 3]
+        text += (f". The exponent lies inside the slope's 95% interval at {int(fitted['exponent inside'].sum())} of "
+                 f"{len(fitted)} lengths fitted over 3 temperatures or more, and {int(g.nontrivial.sum())} of the "
+                 f"{len(g)} exponents differ from their trap's margin")
+        parts.append(text)
+    return ("Escape against length, by slopes. " + ". ".join(parts) + ". At each length the slope and the exponent "
+            "belong to the same trap, so how the family was chosen decides which exponents are tested, not whether "
+            "a slope agrees with its own; how the exponent changes with n is this family's.")
+
+
+def _length_words(r) -> str:
+    ex = "" if not np.isfinite(r["exact slope"]) else f", exact slope {r['exact slope']:.3g}"
+    slope = (_interval(r.slope, r.slope_low, r.slope_high) if np.isfinite(r.slope)
+             else f"no slope ({int(r.temperatures)} medians reached)")
+    return f"n = {r.n} (k = {r.k}): exponent {r.exponent:.3g} ({r['exponent case']}), slope {slope}{ex}"
 
 
 def cost_sentence(cells: pd.DataFrame, seconds: float) -> str:

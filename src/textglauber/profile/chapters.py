@@ -192,7 +192,7 @@ class EscapeGrowth(Closed):
     lengths: ListOf(Length(Int(ge=4)), "integers >= 4, increasing", distinct=True)
     traps: PosInt
     max_states: PosInt
-    check_lengths: ListOf(Int(ge=4), "lengths of escape.growth.lengths", distinct=True)
+    check_lengths: ListOf(Int(ge=4), "lengths of escape.growth.lengths", min_length=0, distinct=True)
     temperature: PosNum
     chains: Int(ge=2)
 
@@ -203,6 +203,30 @@ class EscapeGrowth(Closed):
         for k, n in enumerate(self.check_lengths):
             if n not in self.lengths:
                 raise relation(f"check_lengths[{k}]", n, f"must be one of lengths = {list(self.lengths)}")
+        return self
+
+
+class EscapeLength(Closed):
+    """Chapter 5's escape against length by slopes (:func:`textglauber.traps.escape_length`): one nested
+    family of traps over ``lengths`` (from ``traps`` found at the shortest), at each length the exponent
+    at k = ceil(n/4) (a search of at most ``max_states`` states) and an Arrhenius slope over
+    ``temperatures`` temperatures where exp(exponent / T) spans 10^holding_decades, ``chains`` chains each."""
+    noun: ClassVar[str] = "a key of escape.length"
+    models: ListOf(ModelSpec, "model entries {name, ...}")
+    lengths: ListOf(Length(Int(ge=2)), "at least 3 integers >= 2, increasing", min_length=3, distinct=True)
+    traps: PosInt
+    max_states: PosInt
+    temperatures: Int(ge=4)
+    holding_decades: ListOf(Num(ge=0, le=15), "two numbers in [0, 15], the first smaller", min_length=2)
+    chains: Int(ge=2)
+
+    @model_validator(mode="after")
+    def _relations(self):
+        if list(self.lengths) != sorted(self.lengths):
+            raise relation("lengths", self.lengths, "must be increasing")
+        lo_hi = self.holding_decades
+        if len(lo_hi) != 2 or lo_hi[0] >= lo_hi[1]:
+            raise relation("holding_decades", lo_hi, "must be two numbers [low, high] with low < high")
         return self
 
 
@@ -224,6 +248,8 @@ class Escape(Closed):
     exact_chains: Int(ge=2)
     exact_max_moves: PosInt      # events a chain of the exactness check may make
     growth: EscapeGrowth
+    candidates: PosInt               # traps found before the section picks ``traps`` (non-trivial ones first)
+    length: EscapeLength
 
     @model_validator(mode="after")
     def _relations(self):
@@ -231,6 +257,8 @@ class Escape(Closed):
         if len(lo_hi) != 2 or lo_hi[0] >= lo_hi[1]:
             raise relation("holding_decades", lo_hi, "must be two numbers [low, high] with low < high "
                                                             "(decades of the one-state holding time)")
+        if self.candidates < self.traps:
+            raise relation("candidates", self.candidates, f"must be at least traps = {self.traps}")
         for k, d in enumerate(self.distances):
             if d > self.seq_len:
                 raise relation(f"distances[{k}]", d, f"must be at most escape.seq_len = {self.seq_len}")

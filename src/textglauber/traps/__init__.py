@@ -13,8 +13,10 @@
 - ``quasipotential``  V_k, the least cost of a path out of the ball, and the W-graph exponent
 - ``fits``            survival statistics of escape times (Kaplan-Meier medians and means) and the
                       Arrhenius fit of log median against 1/T
-- ``escape_section``  the chapter's escape section: its cells, fits, exactness cases, each trap at
-                      the preprint's temperature, escape against length, and the counts its words state
+- ``escape_section``  the chapter's escape section: its traps (chosen so that non-trivial exponents
+                      exist), cells, fits, exactness cases, each trap at the preprint's temperature,
+                      V_k against length, and the counts its words state
+- ``length``          escape against length by Arrhenius slopes over one nested family of traps
 
 The section's sentences, tables and plots, and the catalogue's, are
 :mod:`textglauber.pages.traps`'s. The names below are the package's public API; the function
@@ -24,15 +26,16 @@ from __future__ import annotations
 
 from .catalogue import COLUMNS, catalogue, consecutive_drift, detect, step_drift, trajectories, vacuous
 from .escape import BASIN_CAP, EscapeRun, RowMemo, escape_times
-from .escape_section import (MIN_MEDIANS, at_preprint_temperature, escape_counts, escape_growth, exact_cases,
-                             exactness, measure_model)
+from .escape_section import (MIN_MEDIANS, at_preprint_temperature, choose_traps, escape_counts, escape_growth,
+                             exact_cases, exactness, measure_model, nontrivial)
 from .finder import (TRAP_HOLD, TRAP_START_BATCHES, TRAP_TEMPERATURE, NoFixedPoint, coordinate_ascent, deep_traps,
                      find_traps, holding_steps)
 from .fits import Arrhenius, arrhenius, km_medians, summarize
+from .length import LengthTrap, escape_length, nested_traps
 from .quasipotential import barrier
 
 __all__ = ["BASIN_CAP", "COLUMNS", "MIN_MEDIANS", "TRAP_HOLD", "TRAP_START_BATCHES", "TRAP_TEMPERATURE", "Arrhenius",
-           "EscapeRun", "NoFixedPoint", "RowMemo", "arrhenius", "at_preprint_temperature", "barrier", "catalogue",
+           "EscapeRun", "LengthTrap", "NoFixedPoint", "RowMemo", "arrhenius", "at_preprint_temperature", "barrier", "catalogue", "choose_traps",
            "consecutive_drift", "coordinate_ascent", "deep_traps", "detect", "escape_counts", "escape_growth",
-           "escape_times", "exact_cases", "exactness", "find_traps", "holding_steps", "km_medians", "measure_model",
-           "step_drift", "summarize", "trajectories", "vacuous"]
+           "escape_length", "escape_times", "exact_cases", "exactness", "find_traps", "holding_steps", "km_medians", "measure_model",
+           "nested_traps", "nontrivial", "step_drift", "summarize", "trajectories", "vacuous"]

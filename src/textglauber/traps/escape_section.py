@@ -23,6 +23,14 @@ from .fits import arrhenius, coldest, summarize
 FAMILY_MISS = 0.01       # the exactness check's family-wise chance of a miss by a correct engine
 CHECK_CAP = 4            # the lowered cap of the exactness check's second run of each case with k >= 2
 MIN_MEDIANS = 3          # a fit with fewer medians has no line test and enters no range or count
+NONTRIVIAL_TOL = 1e-6    # exponent and margin closer than this (relative, float32 scores) are the same number
+
+
+def nontrivial(exponent: float, margin: float) -> bool:
+    """Whether an escape exponent says more than the trap's margin: it differs from the margin by
+    more than float tolerance. Where it equals the margin the first move carries the whole cost of
+    the way out (V_1 is the margin), and a fit agreeing with it repeats the k = 1 check."""
+    return bool(math.isfinite(exponent) and abs(exponent - margin) > NONTRIVIAL_TOL * max(1.0, abs(margin)))
 
 
 def _seed(gen: torch.Generator) -> int:
@@ -48,38 +56,53 @@ def _fit_row(model, j, ids, delta, Ts, holds, runs, bar, token) -> dict:
             "cold slope_low": cold.slope_low, "cold slope_high": cold.slope_high, "one-state slope": float(one_state),
             "medians": fit.temperatures, "span (decades)": fit.span_decades, "fit p": fit.chi2_p,
             "line holds": fit.holds(), "predicted_exponent": bar.value, "exponent": bar.exponent,
+            "nontrivial": nontrivial(bar.exponent, delta),
             "exponent case": bar.case, "wells": bar.wells, "path": bar.path_text(token),
             "search rows": bar.rows, "search states": bar.states}
 
 
 def measure_model(scorer, model: str, p: dict, gen: torch.Generator, decode) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One model's cells (a row per trap, temperature and distance) and fits (a row per trap and
-    distance). Each trap's temperatures put its exact one-state holding time at ``temperatures``
-    log-spaced values over 10^holding_decades; every cell runs ``chains`` chains to its distance,
-    the horizon or ``max_moves`` events (:func:`textglauber.traps.escape.escape_times`). Before its
-    chains run, each trap and distance gets its predicted exponent
-    (:func:`textglauber.traps.quasipotential.barrier`).
+    distance). The traps are chosen by :func:`choose_traps`. Each trap's temperatures put its exact
+    one-state holding time at ``temperatures`` log-spaced values over 10^holding_decades; every cell
+    runs ``chains`` chains to its distance, the horizon or ``max_moves`` events
+    (:func:`textglauber.traps.escape.escape_times`).
     Rows are shared across the cells and searches of a model (:class:`textglauber.traps.escape.RowMemo`).
     The third table holds each trap at the preprint's temperature (:func:`at_preprint_temperature`)."""
     memo, ks = escape.RowMemo(scorer), sorted(p["distances"])
     cells, fits = [], []
-    for j, x in enumerate(find_traps(memo, p["seq_len"], p["traps"], gen)):
+    for j, (x, bars) in enumerate(choose_traps(memo, p, gen)):
         ids = " ".join(map(str, x.tolist()))
         rows = escape.site_scores(memo, x)
         delta = escape.margin(rows, x, scorer.vocab)
         Ts = escape.temperatures_for(rows, x, scorer.vocab, np.logspace(*p["holding_decades"], p["temperatures"]))
         holds = escape.holding_times(rows, x, scorer.vocab, Ts)
         for k in ks:
-            bar = quasipotential.barrier(memo, x, k)
             runs = []
             for T, hold in zip(Ts, holds):
                 before = memo.rows
                 runs.append(escape.escape_times(memo, x, k, T, p["chains"], p["horizon"], _seed(gen),
                                                 max_jumps=p["max_moves"]))
                 cells.append(_cell_row(model, j, ids, decode(x), delta, T, hold, runs[-1], memo.rows - before))
-            fits.append(_fit_row(model, j, ids, delta, Ts, holds, runs, bar, lambda t: decode(torch.tensor([t]))))
+            fits.append(_fit_row(model, j, ids, delta, Ts, holds, runs, bars[k], lambda t: decode(torch.tensor([t]))))
     fits = pd.DataFrame(fits)
     return pd.DataFrame(cells), fits, at_preprint_temperature(memo, model, fits, p, gen)
+
+
+def choose_traps(memo, p: dict, gen: torch.Generator) -> list[tuple[torch.Tensor, dict]]:
+    """The section's traps with their barriers (k -> :class:`~textglauber.traps.quasipotential.Barrier`):
+    the finder's first ``candidates`` traps (``traps`` where the profile names no more), each with its
+    exponent at every distance, the traps with a non-trivial exponent (:func:`nontrivial`) at some
+    k > 1 first, in the finder's order, then the others; the first ``traps`` of that order. The rule
+    reads no escape time, so it cannot favour an agreement."""
+    found = find_traps(memo, p["seq_len"], max(p["traps"], p.get("candidates", p["traps"])), gen)
+    scored = []
+    for x in found:
+        bars = {k: quasipotential.barrier(memo, x, k) for k in sorted(p["distances"])}
+        delta = escape.margin(escape.site_scores(memo, x), x, memo.vocab)
+        scored.append((not any(nontrivial(b.exponent, delta) for k, b in bars.items() if k > 1), x, bars))
+    scored.sort(key=lambda t: t[0])                 # stable: the finder's order within each group
+    return [(x, bars) for _, x, bars in scored[:p["traps"]]]
 
 
 def at_preprint_temperature(scorer, model: str, fits: pd.DataFrame, p: dict, gen: torch.Generator) -> pd.DataFrame:
@@ -172,22 +195,35 @@ def _range(r: pd.Series) -> list[float]:
     return [float(r.min()), float(r.max())] if len(r) else []
 
 
+def nontrivial_column(fits: pd.DataFrame) -> pd.Series:
+    """The fits' ``nontrivial`` column, computed from exponent and margin where a table predates it."""
+    if "nontrivial" in fits:
+        return fits["nontrivial"].astype(bool)
+    return pd.Series([nontrivial(e, m) for e, m in zip(fits.exponent, fits.margin)], index=fits.index, dtype=bool)
+
+
 def escape_counts(cells: pd.DataFrame, fits: pd.DataFrame) -> dict:
     """The counts the page's summary (:func:`textglauber.pages.traps.summary`) and the findings line
-    both state. Only fits with at least
-    :data:`MIN_MEDIANS` medians enter a range or a count; the others are counted as too few."""
+    both state. Only fits with at least :data:`MIN_MEDIANS` medians enter a range or a count; the
+    others are counted as too few. Fits with k > 1 are counted apart by whether their exponent is
+    non-trivial (:func:`nontrivial`): only those test more than the margin."""
     fin = cells[np.isfinite(cells["median"])]
-    f = _fitted(fits)
-    return {"models": list(dict.fromkeys(cells.model)), "traps": int(cells.groupby("model").trap.nunique().sum()),
+    f = _fitted(fits).assign(nontrivial=lambda d: nontrivial_column(d))
+    deep = f[f.k > 1]
+    new, same = deep[deep.nontrivial], deep[~deep.nontrivial]
+    models = list(dict.fromkeys(cells.model))
+    return {"models": models, "traps": int(cells.groupby("model").trap.nunique().sum()),
             "cells": len(cells), "finite": len(fin),
             "lowest": float(fin["median"].min()) if len(fin) else math.nan,
             "highest": float(fin["median"].max()) if len(fin) else math.nan,
             "fits": len(fits), "too_few": int(len(fits) - len(f)),
             "tested": int(f["fit p"].notna().sum()), "holds": int(f["line holds"].sum()),
-            "k1_ratio": _ratio_range(f[f.k == 1]), "deeper_ratio": _ratio_range(f[f.k > 1]),
+            "k1_ratio": _ratio_range(f[f.k == 1]), "deeper_ratio": _ratio_range(new),
             "one_state_ratio": _range(fits[fits.k == 1]["one-state slope"] / fits[fits.k == 1].margin),
-            "k1_against": _against(f[f.k == 1]), "deeper_against": _against(f[f.k > 1]),
-            "several_wells": int((f[f.k > 1]["exponent case"] == "several wells").sum()),
+            "k1_against": _against(f[f.k == 1]), "deeper_against": _against(new),
+            "trivial": len(same), "trivial_against": _against(same),
+            "nontrivial_by_model": {m: int((new.model == m).sum()) for m in models},
+            "several_wells": int((new["exponent case"] == "several wells").sum()),
             "unfinished": int((~fits["exponent case"].isin(["one well", "several wells"])).sum())}
 
 

@@ -21,15 +21,20 @@ A greedy path (cheapest move at a site not yet changed, until k sites differ) bo
 before the search starts, and the search never opens a state dearer than that bound. V_1 is the
 trap's margin, the smallest gap between a site's argmax and its runner-up.
 
-**When V_k is the exponent.** If the ball {d < k} holds no other *well*, a state other than x*
-from which every move costs more than zero, the escape time from x* grows as exp(V_k / T) as T
-falls. A well met on the way changes that: the chain can rest in it, and the exponent follows the
-cycle structure of Freidlin and Wentzell. :func:`barrier` then reduces the chain to its wells (x*
-and those the search met below V_k), with the least path costs between them that avoid the other
-wells, and takes the exponent from the W-graph formula (:func:`cycle_exponent`, Freidlin and
-Wentzell, chapter 6). A well is one state whose every move costs more than zero; a set of several
-states that the zero-cost moves cycle through is not detected as one. At k = 1 and k = 2 no other
-well can exist (a state one move from x* can move back at no cost), so there V_k is the exponent.
+**When V_k is the exponent.** As T falls, a step makes only the moves of cost zero. A *well* is
+a bottom class of the graph of those moves (:mod:`textglauber.landscape.wells`): a set of states that
+zero-cost moves cannot leave and inside which they go from any member to any other. A fixed point
+(every move costs more than zero) is a well of one state; states that the zero-cost moves cycle
+through are one well of several. If the ball {d < k} holds no well other than x*, the escape time
+from x* grows as exp(V_k / T) as T falls. A well met on the way changes that: the chain can rest
+in it, and the exponent follows the cycle structure of Freidlin and Wentzell. :func:`barrier` then
+reduces the chain to its wells (x* and those the search met below V_k, each searched from all its
+members at once), with the least path costs between them that avoid the other wells, and takes the
+exponent from the W-graph formula (:func:`cycle_exponent`, Freidlin and Wentzell, chapter 6). The
+search knows the moves of the states it expanded only, so a class counts as a well only when all
+its members were expanded and none of their zero-cost moves leads elsewhere (a zero-cost move out
+of the ball makes no well). At k = 1 and k = 2 no other well can exist (a state one move from x*
+can move back at no cost), so there V_k is the exponent.
 """
 from __future__ import annotations
 
@@ -39,8 +44,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
+from ..landscape.wells import bottom_classes
 from .escape import RowMemo, site_scores
 
 MAX_STATES = 500          # states one search may open (n rows each at most) before it reports a lower bound
@@ -68,13 +75,13 @@ class Barrier:
     finished: bool           # the search reached distance k within its budget
     upper: float             # the greedy path's cost, V_k's upper bound
     path: list[Move]         # the cheapest path out (empty where not finished)
-    wells: int               # wells other than the trap that the search met below V_k
+    wells: int               # wells (bottom classes) other than the trap's that the search met below V_k
     exponent: float          # the low-temperature exponent: V_k with no other well, else the W-graph value
     case: str                # "one well", "several wells", "unfinished" (a search ran out of its budget)
                              # or "too many wells" (more than MAX_WELLS - 1 others: the formula is not run)
     rows: int                # rows the model scored for these searches (rows already in the memo are free)
     states: int              # states the searches expanded
-    well_states: list[tuple] = field(default_factory=list)
+    well_states: list[tuple] = field(default_factory=list)     # per well, its member states (tuples)
 
     def path_text(self, decode=str) -> str:
         return "; ".join(m.text(decode) for m in self.path)
@@ -115,28 +122,30 @@ class _Search:
     cost: dict                # settled state -> least cost from the source
     parent: dict              # settled state -> (previous state, Move)
     exit: tuple | None        # the first state at distance >= k that was settled
-    wells: list               # settled states (not the source) inside the ball whose every move costs > 0
+    zero: dict                # expanded state -> the states its zero-cost moves reach
     frontier: float           # the least cost not yet settled when the search stopped
     expanded: int
 
 
-def _search(scorer, center: tuple, source: tuple, k: int, bound: float, absorbing=frozenset(),
+def _search(scorer, center: tuple, sources, k: int, bound: float, absorbing=frozenset(),
             targets=frozenset(), max_states: int = 20_000) -> _Search:
-    """Dijkstra from ``source`` over the ball {d(., center) < k}, moves dearer than ``bound`` in total
-    never queued. Stops when the way out is settled and every state of ``targets`` is settled (or
-    cannot be within the bound), or after ``max_states`` expansions. States in ``absorbing`` are
+    """Dijkstra from the states ``sources`` (each at cost 0) over the ball {d(., center) < k}, moves
+    dearer than ``bound`` in total never queued. Stops when the way out is settled and every state of
+    ``targets`` is settled (or cannot be within the bound), or after ``max_states`` expansions. States in ``absorbing`` are
     settled but not expanded (paths that avoid them)."""
     ids = scorer.vocab.ids.tolist()
     pos = {t: j for j, t in enumerate(ids)}
-    cost, parent, wells = {}, {}, []
-    heap, tick, exit_, expanded = [(0.0, 0, source, None, None)], itertools.count(1), None, 0
+    cost, parent, zero = {}, {}, {}
+    sources = [tuple(x) for x in sources]
+    heap = [(0.0, j, x, None, None) for j, x in enumerate(sources)]
+    tick, exit_, expanded = itertools.count(len(sources)), None, 0
     left = set(targets)
     while heap:
         c, _, x, prev, move = heapq.heappop(heap)
         if x in cost:
             continue
         if expanded >= max_states:
-            return _Search(cost, parent, exit_, wells, c, expanded)
+            return _Search(cost, parent, exit_, zero, c, expanded)
         cost[x], parent[x] = c, (prev, move)
         left.discard(x)
         if _distance(x, center) >= k:
@@ -144,22 +153,36 @@ def _search(scorer, center: tuple, source: tuple, k: int, bound: float, absorbin
             if not left:
                 break
             continue
-        if x in absorbing and x != source:
+        if x in absorbing and x not in sources:
             if exit_ is not None and not left:
                 break
             continue
         moves = move_costs(scorer, x)
         expanded += 1
         moves[np.arange(len(x)), [pos[t] for t in x]] = math.inf
-        if x != source and moves.min() > 0:
-            wells.append(x)
+        zero[x] = [x[:i] + (ids[a],) + x[i + 1:] for i, a in zip(*np.nonzero(moves <= TIE))]
         for i, a in zip(*np.nonzero(c + moves <= bound + TIE)):
             y = x[:i] + (ids[a],) + x[i + 1:]
             if y not in cost:
                 heapq.heappush(heap, (c + float(moves[i, a]), next(tick), y, x, Move(int(i), x[i], ids[a], float(moves[i, a]))))
         if exit_ is not None and not left:
             break
-    return _Search(cost, parent, exit_, wells, heap[0][0] if heap else math.inf, expanded)
+    return _Search(cost, parent, exit_, zero, heap[0][0] if heap else math.inf, expanded)
+
+
+def search_wells(zero: dict) -> list[tuple]:
+    """The wells among the expanded states of a search (``zero``: each one's zero-cost moves): the
+    bottom classes of the zero-cost graph whose members were all expanded, each as a tuple of
+    states in the order first met."""
+    order = list(zero)
+    for ys in zero.values():
+        order += [y for y in ys if y not in zero]
+    index = {x: j for j, x in enumerate(dict.fromkeys(order))}
+    src = [index[x] for x, ys in zero.items() for _ in ys]
+    dst = [index[y] for ys in zero.values() for y in ys]
+    states = list(index)
+    graph = sp.csr_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(len(states), len(states)))
+    return [tuple(states[j] for j in c) for c in bottom_classes(graph) if all(states[j] in zero for j in c)]
 
 
 def _path(search: _Search, end: tuple) -> list[Move]:
@@ -180,18 +203,19 @@ def barrier(scorer, trap, k: int, max_states: int = MAX_STATES) -> Barrier:
         raise ValueError(f"k = {k}: must be in [1, n = {len(center)}] (the escape distance from the trap)")
     rows0 = memo.rows
     upper = greedy_bound(memo, center, center, k)
-    s = _search(memo, center, center, k, upper, max_states=max_states)
+    s = _search(memo, center, [center], k, upper, max_states=max_states)
     expanded = s.expanded
+    found = [w for w in search_wells(s.zero) if center not in w]
     if s.exit is None:
-        return Barrier(k, s.frontier, False, upper, [], len(s.wells), math.nan, "unfinished", memo.rows - rows0,
-                       expanded, s.wells)
+        return Barrier(k, s.frontier, False, upper, [], len(found), math.nan, "unfinished", memo.rows - rows0,
+                       expanded, found)
     value = s.cost[s.exit]
-    wells = [w for w in s.wells if s.cost[w] <= value + TIE]
+    wells = [w for w in found if s.cost[w[0]] <= value + TIE]
     exponent, case = value, "one well"
     if len(wells) >= MAX_WELLS:
         exponent, case = math.nan, "too many wells"
     elif wells:
-        exponent, extra = _reduced_exponent(memo, center, k, [center, *wells], max_states)
+        exponent, extra = _reduced_exponent(memo, center, k, [(center,), *wells], max_states)
         expanded += extra
         case = "several wells" if math.isfinite(exponent) else "unfinished"
         exponent = exponent if math.isfinite(exponent) else math.nan
@@ -200,22 +224,23 @@ def barrier(scorer, trap, k: int, max_states: int = MAX_STATES) -> Barrier:
 
 
 def _reduced_exponent(memo, center: tuple, k: int, wells: list[tuple], max_states: int) -> tuple[float, int]:
-    """The W-graph exponent of the chain reduced to ``wells`` (wells[0] the trap) and the way out:
-    from each well, the least cost to the way out and to each other well over paths that avoid the
-    rest. A cost the search does not reach within twice the well's greedy bound is taken as out of
-    play (infinite)."""
+    """The W-graph exponent of the chain reduced to ``wells`` (each a tuple of member states;
+    wells[0] the trap's) and the way out: from each well (all its members at cost 0), the least cost
+    to the way out and to each other well over paths that avoid the rest. A cost the search does not
+    reach within twice the well's greedy bound is taken as out of play (infinite)."""
     m, expanded = len(wells), 0
     V = np.full((m, m + 1), math.inf)              # column m: the way out
     for a, w in enumerate(wells):
-        bound = 2 * greedy_bound(memo, center, w, k)
-        others = frozenset(wells) - {w}
+        bound = 2 * greedy_bound(memo, center, w[0], k)
+        others = frozenset(z for b, ws in enumerate(wells) if b != a for z in ws)
         s = _search(memo, center, w, k, bound, absorbing=others, targets=others, max_states=max_states)
         expanded += s.expanded
         if s.exit is not None:
             V[a, m] = s.cost[s.exit]
-        for b, z in enumerate(wells):
-            if b != a and z in s.cost:
-                V[a, b] = s.cost[z]
+        for b, ws in enumerate(wells):
+            reached = [s.cost[z] for z in ws if z in s.cost]
+            if b != a and reached:
+                V[a, b] = min(reached)
     return cycle_exponent(V), expanded
 
 

@@ -142,7 +142,23 @@ def _escape_work(e: dict) -> float:
     for m in _items(e.get("exact_models")):
         k, nx = len(m["tokens"]), int(m["n"])
         work += k ** nx * nx * model_cost(_name(m), nx) + cases * int(e["exact_chains"]) * ESCAPE_CHAIN
+    extra = max(0, int(e.get("candidates", e["traps"])) - int(e["traps"]))      # traps searched, then passed over
+    work += sum(extra * len(ks) * SEARCH_ROWS * n * model_cost(_name(m), n) for m in _items(e.get("models")))
+    work += _length_work(e["length"]) if e.get("length") else 0.0
     return work + (_growth_work(e["growth"], e) if e.get("growth") else 0.0)
+
+
+def _length_work(g: dict) -> float:
+    """Escape against length by slopes: per model and length, the family's coordinate ascent
+    (:data:`FIND_SWEEPS` sweeps of n rows), a search of at most ``max_states`` states, and
+    ``temperatures`` x ``chains`` chains of about :data:`ESCAPE_ROWS` rows each."""
+    work = 0.0
+    for m in _items(g.get("models")):
+        for n in _items(g.get("lengths")):
+            n, cost = int(n), model_cost(_name(m), int(n))
+            rows = 2 * int(g["traps"]) * FIND_SWEEPS * n + min(int(g["max_states"]), SEARCH_ROWS) * n
+            work += rows * cost + int(g["temperatures"]) * int(g["chains"]) * (ESCAPE_ROWS * cost + ESCAPE_CHAIN)
+    return work
 
 
 def _growth_work(g: dict, e: dict) -> float:

@@ -13,27 +13,35 @@ from textglauber import basinnull, topics
 from textglauber.engine import ChainSpec, run
 from textglauber.vocabulary import AllowedVocab
 
-LABELS = ["politics", "sport", "food", "art"]
+LABELS = ["politics", "sport", "food", "art", "music"]
+SEEDED = LABELS[1:4]                                 # music seeds no chain: the label politics is compared with
 WORDS = 5                                            # words per label; token id = label * WORDS + word
 
 
 class LabelBias:
-    """A stand-in masked LM whose conditional at every site is the same: ``bias[label]`` added to the
-    raw score of each word of that label, independent of the context. Zero bias: a flat model."""
+    """A stand-in masked LM: ``bias[label]`` added to the raw score of each word of that label and,
+    with a topic ``coupling`` J, J times the share of the other sites that hold a word of the same
+    label (memory of the seed's topic: a chain stays near the label most of its words hold, while
+    the label with the largest bias stays the unique stationary attractor). Zero bias and zero
+    coupling: a flat model."""
 
-    def __init__(self, bias: dict, n: int):
+    def __init__(self, bias: dict, n: int, coupling: float = 0.0):
         K = len(LABELS) * WORDS
         self.vocab = AllowedVocab(ids=torch.arange(K), tokens=tuple(f"{l}{w}" for l in LABELS for w in range(WORDS)),
                                   vocab_size=K)
         self.row = torch.tensor([float(bias.get(l, 0.0)) for l in LABELS for _ in range(WORDS)], dtype=torch.float64)
-        self.n = n
+        self.n, self.coupling = n, coupling
 
     @property
     def max_length(self):
         return self.n
 
     def scores(self, states, sites):
-        return self.row.expand(len(sites), -1).clone()
+        label = torch.as_tensor(states) // WORDS
+        held = torch.nn.functional.one_hot(label, len(LABELS)).sum(1).double()
+        held[torch.arange(len(sites)), label[torch.arange(len(sites)), torch.as_tensor(sites)]] -= 1
+        share = held / max(self.n - 1, 1)
+        return self.row + self.coupling * share.repeat_interleave(WORDS, 1)
 
 
 def keyword_scores(texts):
@@ -44,11 +52,11 @@ def keyword_scores(texts):
 
 
 def synthetic_chains(bias: dict, seed: int, *, n=6, seeds_per_topic=3, chains_per_seed=2, null=8, steps=300):
-    """Topic-seeded chains (every word of the seed from its topic; politics never seeds) and
-    null chains from uniform words, run by the engine and scored by :func:`keyword_scores`."""
+    """Topic-seeded chains (every word of the seed from its topic; politics and music never seed)
+    and null chains from uniform words, run by the engine and scored by :func:`keyword_scores`."""
     g = torch.Generator().manual_seed(seed)
     seeds, topic = [], []
-    for k, l in enumerate(LABELS[1:], start=1):
+    for k, l in enumerate(SEEDED, start=1):
         for _ in range(seeds_per_topic):
             seeds.append(k * WORDS + torch.randint(WORDS, (n,), generator=g))
             topic.append(l)
@@ -91,28 +99,40 @@ def test_chain_table_clusters_chains_that_share_a_start():
     assert ((late >= 0) & (late <= 1)).all()
 
 
+SHOWN = basinnull.Power(runs=10, found=10, bias=0.5, coupling=0.0)      # a power check that found the basin
+WEAK = basinnull.Power(runs=10, found=3, bias=0.5, coupling=12.0)       # one that mostly did not
+
+
 def test_a_planted_attractor_is_special_and_a_flat_model_is_not():
-    """Power: the model favours politics words, which no seed holds: politics beats every other
-    label. Safety: with a flat model, or an attractor on another label, politics is not special,
-    and the test names the other label instead."""
+    """Power: the model favours politics words, which no seed holds: politics beats the label no
+    chain was seeded from. Safety: with a flat model politics is not special where power was
+    shown, and the verdict is "cannot tell" where it was not; a seeded label is never compared."""
     planted = synthetic_chains({"politics": 2.0}, 1)
     c = basinnull.label_contrast(planted, LABELS, "politics", rng=0)
     v = basinnull.special(c, "stand-in")
-    assert v.verdict is True and v.rank == 1 and v.beaten == 3 and not v.not_beaten
+    assert v.verdict is True and v.rank == 1 and v.beaten == v.others == 1 and not v.not_beaten
+    assert v.seeded == SEEDED and c.set_index("label").compared.to_dict() == {l: l == "music" for l in LABELS[1:]}
+    found = 0                    # a flat model may pass the test by chance, at rate about the level
     for seed in (1, 2, 3):
-        flat = synthetic_chains({}, seed)
-        assert basinnull.special(basinnull.label_contrast(flat, LABELS, "politics", rng=0), "stand-in").verdict is False
+        flat = basinnull.label_contrast(synthetic_chains({}, seed), LABELS, "politics", rng=0)
+        if basinnull.special(flat, "stand-in").verdict is True:
+            found += 1
+            continue
+        assert basinnull.special(flat, "stand-in", power=SHOWN).verdict is False
+        assert basinnull.special(flat, "stand-in", power=WEAK).reason == "no power"
+        assert basinnull.special(flat, "stand-in").verdict is None
+    assert found <= 1
     sport = synthetic_chains({"sport": 2.0}, 1)
-    v = basinnull.special(basinnull.label_contrast(sport, LABELS, "politics", rng=0), "stand-in")
-    assert v.verdict is False and v.not_beaten[0] == "sport" and v.rank > 1
+    v = basinnull.special(basinnull.label_contrast(sport, LABELS, "politics", rng=0), "stand-in", power=SHOWN)
+    assert v.verdict is False and v.not_beaten == ["music"]
     c = basinnull.label_contrast(sport, LABELS, "sport", rng=0)
-    assert basinnull.special(c, "stand-in").verdict is True
+    assert basinnull.special(c, "stand-in", power=SHOWN).reason == "basin seeded"
 
 
 def test_too_few_clusters_to_reach_the_level_is_no_verdict():
     ch = synthetic_chains({"politics": 2.0}, 1, seeds_per_topic=1, null=1)      # 4 clusters: p >= 1/16
-    v = basinnull.special(basinnull.label_contrast(ch, LABELS, "politics", rng=0), "stand-in")
-    assert v.verdict is None and v.clusters == 4
+    v = basinnull.special(basinnull.label_contrast(ch, LABELS, "politics", rng=0), "stand-in", power=SHOWN)
+    assert v.verdict is None and v.clusters == 4 and v.reason == "too few clusters"
 
 
 def _starts_table(rng, effect: float, clusters=30, per=2, null=120):
@@ -165,13 +185,18 @@ def test_the_page_says_each_verdict_and_the_findings_line_carries_it(tmp_path):
     from textglauber.pages import basins as page
 
     said = {}
-    for name, bias, kw in (("planted", {"politics": 2.0}, {}), ("flat", {}, {}),
-                           ("few", {"politics": 2.0}, {"seeds_per_topic": 1, "null": 1})):
+    for name, bias, kw, pw in (("planted", {"politics": 2.0}, {}, None), ("flat", {}, {}, SHOWN),
+                               ("unshown", {}, {}, WEAK), ("few", {"politics": 2.0}, {"seeds_per_topic": 1, "null": 1}, None)):
         c = basinnull.label_contrast(synthetic_chains(bias, 1, **kw), LABELS, "politics", rng=0)
+        c = basinnull.with_power(c, {"stand-in": pw}) if pw else c
         said[name] = (page.special_paragraph(c, "stand-in", "politics", alpha=0.05), c)
     assert "**politics is special among the labels**" in said["planted"][0]
-    assert "**politics is not special among the labels**" in said["flat"][0]
+    assert "**politics is not special among the labels**" in said["flat"][0] and "found politics special in 100%" in said["flat"][0]
+    assert "**cannot tell**" in said["unshown"][0] and "only 30% of 10 runs" in said["unshown"][0]
+    assert "not special" not in said["unshown"][0]
     assert "**cannot tell**" in said["few"][0] and "4 clusters" in said["few"][0]
+    for text, _ in said.values():
+        assert "sport, food, art" in text                     # the seeded labels are named as left out
     (tmp_path / "manifest.json").write_text(json.dumps({"parameters": {
         "basin_label": "politics", "labels": LABELS, "steps": 300, "null_alpha": 0.05},
         "tables": ["summary", "recurrence", "basin_contrast"]}))
@@ -179,7 +204,11 @@ def test_the_page_says_each_verdict_and_the_findings_line_carries_it(tmp_path):
                         tmp_path, "summary")
     results.write_table(pd.DataFrame({"model": "stand-in", "chain": range(2), "crossed_up": [True, False],
                                       "kind": "topic"}), tmp_path, "recurrence")
-    results.write_table(said["planted"][1], tmp_path, "basin_contrast")
-    assert "Among the labels, politics beats every other label (3)" in basins_page.headline(tmp_path, tmp_path, "x").text()
-    results.write_table(said["flat"][1], tmp_path, "basin_contrast")
-    assert "Among the labels, politics is not special" in basins_page.headline(tmp_path, tmp_path, "x").text()
+    heads = {}
+    for name in ("planted", "flat", "unshown"):
+        results.write_table(said[name][1], tmp_path, "basin_contrast")
+        heads[name] = basins_page.headline(tmp_path, tmp_path, "x").text()
+    assert "Among the labels, politics beats every label no chain was seeded from (1: music)" in heads["planted"]
+    assert "Among the labels, politics is not special" in heads["flat"]
+    assert "Among the labels, it cannot be told whether politics is special" in heads["unshown"]
+    assert "not special" not in heads["unshown"]

@@ -11,44 +11,108 @@ import numpy as np
 import pandas as pd
 
 from .. import figures, reported
-from ..basinnull import Special, special
+from ..basinnull import POWER_NEEDED, Special, special
 from ..topics import LABELS, PREPRINT_PROTOCOL, null_verdict, preprint_max_starts_above
 from . import Headline
 from .reading import esc, manifest, nowrap, table
 
 
+def _names(labels: list[str], most: int = 4) -> str:
+    return ", ".join(labels[:most]) + (" and others" if len(labels) > most else "")
+
+
+def _cannot_tell(v: Special, basin_label: str, alpha: float) -> str:
+    """Why the label contrast cannot tell, as a clause."""
+    if v.reason == "basin seeded":
+        return f"{basin_label} itself seeded chains, so memory of the seed would lift it"
+    if v.reason == "nothing to compare":
+        return "every other label seeded some chain, so no label free of memory of the seed is left to compare with"
+    if v.reason == "too few clusters":
+        return (f"with {v.clusters} clusters the sign-flip test cannot give a p-value below {alpha:g} / {v.others} "
+                f"(Holm's first step over {v.others} labels)")
+    said = f"{basin_label} beats {v.beaten} of the {v.others} labels no chain was seeded from"
+    if not v.power_runs:
+        return said + ", and no stand-in run showed that this design can find a planted basin, so that is no evidence"
+    return (said + f", but stand-in runs of the same design found a planted basin in only {v.power:.0%} of "
+            f"{v.power_runs} runs (at least {POWER_NEEDED:.0%} asked), so that is no evidence against a basin")
+
+
 def special_clause(contrast: pd.DataFrame, model: str, basin_label: str, *, alpha: float) -> str:
-    """One clause: is the basin label special among the labels, for ``model``?"""
+    """One clause: is the basin label special among the labels no chain was seeded from, for ``model``?"""
     v = special(contrast, model, alpha=alpha)
-    return {True: f"{basin_label} beats every other label ({v.others}) in late share above the baseline",
-            False: f"{basin_label} is not special: it beats {v.beaten} of the {v.others} other labels in late share "
-                   f"above the baseline and ranks {v.rank} of {v.others + 1}",
-            None: f"too few seeds ({v.clusters} clusters) to tell whether {basin_label} is special among the labels"
-            }[v.verdict]
+    if v.verdict is True:
+        names = contrast[(contrast.model == model) & contrast.compared].label.tolist()
+        return (f"{basin_label} beats every label no chain was seeded from ({v.others}: {_names(names)}) in late "
+                "share above the baseline")
+    if v.verdict is False:
+        return (f"{basin_label} is not special: it beats {v.beaten} of the {v.others} labels no chain was seeded from "
+                f"in late share above the baseline and ranks {v.rank} of {v.others + 1}, where stand-in runs of the "
+                f"same design found a planted basin in {v.power:.0%} of {v.power_runs}")
+    return f"it cannot be told whether {basin_label} is special: " + _cannot_tell(v, basin_label, alpha)
 
 
 def special_paragraph(contrast: pd.DataFrame, model: str, basin_label: str, *, alpha: float) -> str:
-    """The label contrast of one model, as the page says it."""
+    """The label contrast of one model, as the page says it: which labels are compared and which
+    are left out for seeding chains (with their late shares), then the three-way verdict."""
     v: Special = special(contrast, model, alpha=alpha)
     C = contrast[contrast.model == model]
-    top = C.sort_values("difference").iloc[0]
+    S = C[~C.compared]
     text = (f"For {model}, over {v.clusters} clusters of chains (topic-seeded and null; the chains of one seed are one "
-            f"cluster), the {basin_label} score is above the baseline in {C.basin.iloc[0]:.0%} of second-half records. "
-            f"It ranks {v.rank} of {v.others + 1} labels by that share. ")
-    if v.verdict is None:
-        return text + (f"With {v.clusters} clusters the sign-flip test cannot give a p-value below "
-                       f"{alpha:g} / {v.others} (Holm's first step over {v.others} labels), so the test **cannot tell** "
-                       f"whether {basin_label} is special; more seeds are needed.")
-    text += (f"Against each of the {v.others} other labels (sign-flip test over clusters, Holm-adjusted at level "
-             f"{alpha:g}) it is ahead of {v.beaten}. ")
-    if v.verdict:
+            f"cluster), the {basin_label} score is above the baseline in {C.basin.iloc[0]:.0%} of second-half records. ")
+    if len(S):
+        text += (f"{len(S)} labels seeded chains ({_names(S.label.tolist())}, shuffled seeds included) and are left "
+                 f"out: their late shares ({S.other.min():.0%} to {S.other.max():.0%}) can be lifted by memory of the seed. ")
+    if v.others:
+        text += (f"Against each of the {v.others} labels no chain was seeded from (sign-flip test over clusters, "
+                 f"Holm-adjusted at level {alpha:g}) {basin_label} ranks {v.rank} of {v.others + 1} and is ahead of "
+                 f"{v.beaten}. ")
+    text += _power_sentence(C, v, basin_label)
+    if v.verdict is True:
         return text + (f"**{basin_label} is special among the labels**: the chains spend more of their late records "
-                       f"above the baseline on it than on any other label. The scorer's own leaning towards a label "
-                       "would show the same way, so this speaks of the model and the scorer together.")
-    return text + (f"**{basin_label} is not special among the labels**: it is not ahead of "
-                   f"{', '.join(v.not_beaten[:4])}{' and others' if len(v.not_beaten) > 4 else ''}. Its smallest "
-                   f"difference in late share, against {top.label}, is {top.difference:+.2f} "
-                   f"(95% interval {top.low:+.2f} to {top.high:+.2f}, adjusted {format_p(top['p holm'])}).")
+                       f"above the baseline on it than on any label no chain was seeded from. The scorer's own leaning "
+                       "towards a label would show the same way, so this speaks of the model and the scorer together.")
+    if v.verdict is False:
+        K = C[C.compared].sort_values("difference")
+        top = K.iloc[0]
+        return text + (f"**{basin_label} is not special among the labels**: it is not ahead of {_names(v.not_beaten)}. "
+                       f"Its smallest difference in late share, against {top.label}, is {top.difference:+.2f} (95% "
+                       f"interval {top.low:+.2f} to {top.high:+.2f}, adjusted {format_p(top['p holm'])}).")
+    return text + f"The test **cannot tell** whether {basin_label} is special: {_cannot_tell(v, basin_label, alpha)}."
+
+
+def _power_sentence(C: pd.DataFrame, v: Special, basin_label: str) -> str:
+    if not v.power_runs:
+        return ""
+    r = C.iloc[0]
+    return (f"In {v.power_runs} stand-in runs of the same design (same seeds, chains, steps and records; a model whose "
+            f"words of each label attract words of the same label with coupling {r.coupling:g}, the coupling that "
+            f"matches this run's memory of the seed best, and whose {basin_label} words get {r['planted bias']:g} "
+            f"logits more), the test found {basin_label} special in {v.power:.0%}. ")
+
+
+def memory_sentence(memory: pd.DataFrame, model: str) -> str:
+    """How much the chains of ``model`` remember their seed's topic (:func:`basinnull.seed_memory`),
+    topic-seeded and shuffled seeds against random ones on the same labels."""
+    M = memory[memory.model == model]
+    if not len(M):
+        return ""
+    parts = []
+    for _, r in M.iterrows():
+        ref = r["random on same labels"]
+        parts.append(f"{r.kind} seeds are above the baseline on their own seed topic in {r['own topic']:.0%} of "
+                     "second-half records" + ("" if not np.isfinite(ref) else
+                                              f", against {ref:.0%} for random seeds on the same labels"))
+    sh = M[M.kind == "shuffled"]
+    tail = ""
+    if len(sh) and np.isfinite(sh.difference.iloc[0]):
+        d = sh.difference.iloc[0]
+        how = (f"{abs(d) * 100:.0f} percentage points more often than" if d > 0 else
+               f"{abs(d) * 100:.0f} percentage points less often than" if d < 0 else "as often as")
+        tail = (f" Shuffled seeds are above the baseline on their source topic {how} random seeds are on "
+                "the same labels; whatever they carry of it, the label contrast leaves every label a seed came from, "
+                "shuffled seeds included, out of its comparison, so memory of the seed lifts none of the labels it "
+                "compares.")
+    return f"Memory of the seed, {model}: " + "; ".join(parts) + "." + tail
 
 
 def matched_paragraph(matched: pd.DataFrame, model: str, basin_label: str, *, alpha: float) -> str:

@@ -29,6 +29,12 @@ def test_check_sentence_counts_agreements_and_names_the_largest_miss():
     assert "T = Γ/100" in text and "within 15% of Γ in 1 of the 2 chains small enough" in text
     assert "largest distance 20.0%" in text and "at T = 0.02 gives 2.4" in text
     assert "nothing to be checked" in page.check_sentence(summary([]))
+    land_rows = pd.DataFrame({"n": [10, 11, 11, 12, 12], "complete": [True, True, True, True, False],
+                              "gamma": [1.0, 0.5, np.nan, 2.0, 3.0], "wells": [2, 2, 1, 3, 2]})
+    more = page.check_sentence(s, land_rows)
+    assert "2 listed chains with a barrier (n = 11, 12) have more than 1,024 states and are not checked" in more
+    assert "not checked" not in page.check_sentence(s, land_rows[land_rows.n <= 10])
+    assert "1 listed chain with a barrier (n = 11) has more" in page.check_sentence(summary([]), land_rows.iloc[:3])
 
 
 def test_covering_sentence_separates_transfers_from_cells_that_carry_nothing():

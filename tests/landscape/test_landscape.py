@@ -202,6 +202,24 @@ def test_the_hitting_check_can_fail_on_a_wrong_exponent():
 
 # ------------------------------------------------------------------------------------------- search
 
+def test_the_search_walks_out_of_a_closure_too_large_to_list():
+    """A 4-state zero-cost cycle on sites 0 and 1 and twelve free sites that each prefer token 1:
+    steepest descent cycles on the pair first, and the cycle's zero-cost closure holds 4 x 2^12
+    states. The search must still find the one well (the cycle with every free site at 1), opening
+    a small share of the space."""
+    def field(i, b):
+        return 3.0 * (2 * b[1] - 1) if i == 0 else -3.0 * (2 * b[0] - 1) if i == 1 else 1.0
+    n = 14
+    scores = table(n, field)
+    moves = explore.Moves(TableScorer(scores), [[0, 1]] * n)
+    found = explore.search(moves, [tuple([0] * n), tuple([1, 0] * 7)], max_states=200)
+    assert len(found.wells) == 1 and len(found.wells[0]) == 4
+    assert all(x[2:] == (1,) * 12 for x in found.wells[0])
+    assert {x[:2] for x in found.wells[0]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    assert found.opened < 2 ** n // 8
+    assert math.isnan(found.gamma)
+
+
 @pytest.mark.parametrize("scores", [curie_weiss(8, 0.5, 0.2), cycle_pair_and_ferro(2.0)])
 def test_search_finds_the_enumerated_landscape(scores):
     L = enumerated.two_token_landscape(scores)

@@ -10,6 +10,7 @@ Colder than float64 resolves the gap, the same chain is read through the mean ti
 ground well from the worst start, max_x E_x[tau_ground], which grows as exp(Gamma / T) too. It is
 solved by subtraction-free elimination (:func:`textglauber.exact.exit_time`), exact to rounding at
 any temperature, so it reaches T = Gamma / 100, where T ln C is a tenth of what it is at Gamma / 10.
+Chains of more than :data:`CHECK_MAX_STATES` states are not checked.
 """
 from __future__ import annotations
 
@@ -28,8 +29,11 @@ TARGETS = (6.0, 10.0, 14.0, 18.0, 22.0, 26.0)
 HIT_TARGETS = (50.0, 100.0)
 """Values of Gamma / T where the mean hitting time of the ground well is solved (past t_rel's reach)."""
 
-HIT_MAX_STATES = 1024
-"""Largest chain whose hitting times are solved (a dense elimination: 2^10 states take about a second)."""
+CHECK_MAX_STATES = 1024
+"""Largest chain that is checked (n <= 10). Its eigenvalues are computed densely (about 2 s at 1,024
+states on 2 cores) and its hitting times by a dense elimination (about 1 s). Past it, a cold chain's
+sparse eigen solve (ARPACK at gaps near 1e-11) ran for minutes per temperature, so longer chains are
+left unchecked and the page counts them."""
 
 CHECK_COLUMNS = ["measure", "temperature", "t_rel", "resolved", "T ln t_rel", "T ln hit", "gamma"]
 
@@ -43,19 +47,19 @@ def worst_hit(P, ground: np.ndarray) -> float:
 
 def cold_check(scores: Scores, gamma: float, targets=TARGETS, ground=None) -> pd.DataFrame:
     """T, t_rel and T ln t_rel of the two-token chain at T = gamma / L for each target L, and, given
-    the ground well's states on a chain of at most :data:`HIT_MAX_STATES`, T ln max_x E_x[tau_ground]
-    at T = gamma / L for L in :data:`HIT_TARGETS` (those rows hold no t_rel). Empty where gamma is
-    NaN, inf or zero: no barrier to check."""
+    the ground well's states, T ln max_x E_x[tau_ground] at T = gamma / L for L in :data:`HIT_TARGETS`
+    (those rows hold no t_rel). Empty where gamma is NaN, inf or zero (no barrier to check) and on
+    chains of more than :data:`CHECK_MAX_STATES` states."""
     rows = []
-    if not (math.isfinite(gamma) and gamma > 0):
+    if not (math.isfinite(gamma) and gamma > 0) or 2 ** scores.n > CHECK_MAX_STATES:
         return pd.DataFrame(rows, columns=CHECK_COLUMNS)
     for L in targets:
         T = gamma / L
-        rel = relaxation(kernel(scores, T))
+        rel = relaxation(kernel(scores, T), dense_max=CHECK_MAX_STATES)
         rows.append({"measure": "t_rel", "temperature": T, "t_rel": rel.t_rel, "resolved": rel.resolved,
                      "T ln t_rel": T * math.log(rel.t_rel) if rel.resolved else math.nan, "T ln hit": math.nan,
                      "gamma": gamma})
-    if ground is not None and 2 ** scores.n <= HIT_MAX_STATES:
+    if ground is not None:
         for L in HIT_TARGETS:
             T = gamma / L
             hit = worst_hit(kernel(scores, T), ground)

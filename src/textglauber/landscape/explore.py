@@ -26,8 +26,14 @@ import torch
 
 from .wgraph import TIE, deepest_root, gamma
 
-MAX_CLOSURE = 4096
-"""States a zero-cost closure may hold before the search gives up on it."""
+MAX_CLOSURE = 256
+"""States one zero-cost closure may open before the search stops it and walks on (:func:`bottom_of`)."""
+
+WALK = 32
+"""Zero-cost moves walked between two closures that outgrew :data:`MAX_CLOSURE`."""
+
+ATTEMPTS = 8
+"""Closures tried from one start before the search gives up on it (no well from that start)."""
 
 
 class Moves:
@@ -100,16 +106,37 @@ def closure_wells(moves: Moves, x: tuple) -> list[frozenset]:
     return [frozenset(cond.nodes[c]["members"]) for c in cond if cond.out_degree(c) == 0]
 
 
+def bottom_of(moves: Moves, x: tuple) -> list[frozenset]:
+    """Bottom classes of the zero-cost graph reached from ``x``. The closure of ``x`` can hold every
+    state that downhill moves at independent sites reach (2^k of them), so when it outgrows
+    :data:`MAX_CLOSURE` a walk of :data:`WALK` zero-cost moves (drawn by a generator seeded once per
+    call, so the search is reproducible) goes deeper and the closure is tried again from there, up
+    to :data:`ATTEMPTS` times. A walk along zero-cost moves ends in a bottom class with probability
+    one, and a bottom class's closure is itself; one larger than the cap is given up (empty)."""
+    rng = np.random.default_rng(0)
+    for _ in range(ATTEMPTS):
+        found = closure_wells(moves, x)
+        if found:
+            return found
+        for _ in range(WALK):
+            nxt = _zero_moves(moves, x, moves.costs(x))
+            if not nxt:
+                return [frozenset([x])]
+            x = nxt[int(rng.integers(len(nxt)))]
+    return []
+
+
 def descend(moves: Moves, start: tuple, max_steps: int = 10_000) -> list[frozenset]:
-    """The wells that steepest zero-cost descent from ``start`` ends in (one, or those of a cycle)."""
+    """The wells that steepest zero-cost descent from ``start`` ends in: its fixed point, or, where it
+    meets a tie or a cycle, the bottom classes :func:`bottom_of` reaches from there."""
     x, seen = tuple(int(t) for t in start), set()
     for _ in range(max_steps):
         c = moves.costs(x)
         nxt = _gain_step(moves, x, c)
         if nxt is None:
-            return closure_wells(moves, x) if _zero_moves(moves, x, c) else [frozenset([x])]
+            return bottom_of(moves, x) if _zero_moves(moves, x, c) else [frozenset([x])]
         if x in seen:
-            return closure_wells(moves, x)
+            return bottom_of(moves, x)
         seen.add(x)
         x = nxt
     return []

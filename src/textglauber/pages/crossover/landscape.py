@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...landscape.check import CHECK_MAX_STATES
+
 CHECK_TOLERANCE = 0.15
 """How close T ln t_rel at the coldest resolved temperature must come to Gamma to count as agreeing."""
 
@@ -43,12 +45,13 @@ def gamma_sentences(table: pd.DataFrame, verdicts: pd.DataFrame) -> list[str]:
     return out
 
 
-def check_sentence(summary: pd.DataFrame) -> str:
+def check_sentence(summary: pd.DataFrame, landscape: pd.DataFrame | None = None) -> str:
     """How T ln t_rel at the coldest resolved temperature compares with Gamma, over the listed cells
-    with two or more wells, and why a cell misses."""
+    with two or more wells, why a cell misses, and (given the landscape) how many listed chains with
+    a barrier were too long to check."""
     if summary.empty:
-        return ("No listed chain of this run has two wells with a barrier between them, so T ln t_rel had nothing "
-                "to be checked against.")
+        return (f"No listed chain of at most {CHECK_MAX_STATES:,} states in this run has two wells with a barrier "
+                "between them, so T ln t_rel had nothing to be checked against." + _unchecked_clause(landscape))
     ok = summary["off by"] <= CHECK_TOLERANCE
     line_ok = summary["line off by"] <= CHECK_TOLERANCE
     few = summary.resolved < 4
@@ -58,7 +61,7 @@ def check_sentence(summary: pd.DataFrame) -> str:
             f"{CHECK_TOLERANCE:.0%} in {int(line_ok.sum())} of {len(summary)}.")
     if few.any():
         text += f" {int(few.sum())} of them resolve fewer than 4 temperatures."
-    text += _hit_clause(summary)
+    text += _hit_clause(summary) + _unchecked_clause(landscape)
     miss = summary[~ok]
     if len(miss):
         worst = miss.loc[miss["off by"].idxmax()]
@@ -69,6 +72,21 @@ def check_sentence(summary: pd.DataFrame) -> str:
                  + (f"; the hitting time at T = {worst['hit T']:.3g} gives {worst['T ln hit there']:.3g}"
                     if np.isfinite(worst["T ln hit there"]) else "") + ").")
     return text
+
+
+def _unchecked_clause(landscape: pd.DataFrame | None) -> str:
+    """The listed chains with a barrier that are too long to check, counted from the landscape."""
+    if landscape is None or not len(landscape):
+        return ""
+    g = landscape.gamma.astype(float)
+    big = landscape[landscape.complete.astype(bool) & np.isfinite(g) & (g > 0)
+                    & (2.0 ** landscape.n.astype(float) > CHECK_MAX_STATES)]
+    if not len(big):
+        return ""
+    return (f" {len(big)} listed chain{'s' if len(big) != 1 else ''} with a barrier (n = "
+            f"{', '.join(str(int(n)) for n in sorted(set(big.n)))}) {'have' if len(big) != 1 else 'has'} more than "
+            f"{CHECK_MAX_STATES:,} states and {'are' if len(big) != 1 else 'is'} not checked: there a cold chain's "
+            "sparse eigen solve takes minutes a temperature.")
 
 
 def _hit_clause(summary: pd.DataFrame) -> str:

@@ -33,7 +33,7 @@ def nontrivial(exponent: float, margin: float) -> bool:
     return bool(math.isfinite(exponent) and abs(exponent - margin) > NONTRIVIAL_TOL * max(1.0, abs(margin)))
 
 
-def _seed(gen: torch.Generator) -> int:
+def seed_from(gen: torch.Generator) -> int:
     return int(torch.randint(2**31 - 1, (1,), generator=gen))
 
 
@@ -81,7 +81,7 @@ def measure_model(scorer, model: str, p: dict, gen: torch.Generator, decode) -> 
             runs = []
             for T, hold in zip(Ts, holds):
                 before = memo.rows
-                runs.append(escape.escape_times(memo, x, k, T, p["chains"], p["horizon"], _seed(gen),
+                runs.append(escape.escape_times(memo, x, k, T, p["chains"], p["horizon"], seed_from(gen),
                                                 max_jumps=p["max_moves"]))
                 cells.append(_cell_row(model, j, ids, decode(x), delta, T, hold, runs[-1], memo.rows - before))
             fits.append(_fit_row(model, j, ids, delta, Ts, holds, runs, bars[k], lambda t: decode(torch.tensor([t]))))
@@ -115,7 +115,7 @@ def at_preprint_temperature(scorer, model: str, fits: pd.DataFrame, p: dict, gen
     for (j, ids), f in fits.groupby(["trap", "trap_ids"], sort=True):
         x = torch.tensor([int(t) for t in ids.split()])
         hold = escape.holding_times(escape.site_scores(scorer, x), x, scorer.vocab, [T])[0]
-        run = escape.escape_times(scorer, x, 2, T, p["chains"], p["horizon"], _seed(gen), max_jumps=p["max_moves"])
+        run = escape.escape_times(scorer, x, 2, T, p["chains"], p["horizon"], seed_from(gen), max_jumps=p["max_moves"])
         med = summarize(run.times, run.censored, n_boot=500)
         out.append({"model": model, "trap": j, "trap_ids": ids, "margin": float(f.margin.iloc[0]), "temperature": T,
                     "one-state holding time": float(hold), "k": 2, "median": med["median"],
@@ -144,7 +144,7 @@ def escape_growth(scorer, model: str, g: dict, p: dict, gen: torch.Generator) ->
                     "predicted_exponent": bar.value, "exponent": bar.exponent, "exponent case": bar.case,
                     "rows_scored": bar.rows, "search states": bar.states, "temperature": g["temperature"]})
         if n in g["check_lengths"]:
-            run = escape.escape_times(memo, x, k, g["temperature"], g["chains"], p["horizon"], _seed(gen),
+            run = escape.escape_times(memo, x, k, g["temperature"], g["chains"], p["horizon"], seed_from(gen),
                                       max_jumps=p["max_moves"])
             med = summarize(run.times, run.censored, n_boot=500)
             row.update({key: med[key] for key in ("chains", "censored", "median", "median_low", "median_high")})
@@ -164,7 +164,7 @@ def exactness(tables: list[tuple[str, object]], p: dict, gen: torch.Generator) -
     level = 1 - FAMILY_MISS / max(1, 2 * len(cases))          # two tests a case: the mean and the distribution
     rows = []
     for name, tab, (T, x, k, chain, want), cap in cases:
-        rows.append({"model": name, **escape.check_against_exact(tab, chain, x, k, T, p["exact_chains"], _seed(gen),
+        rows.append({"model": name, **escape.check_against_exact(tab, chain, x, k, T, p["exact_chains"], seed_from(gen),
                                                                  level, max_jumps=p["exact_max_moves"], want=want,
                                                                  basin_cap=cap)})
     return pd.DataFrame(rows)

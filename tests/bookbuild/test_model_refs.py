@@ -49,7 +49,8 @@ SMOKE = {
     "bounds": [("mlms[0]", "tiny-mlm", "mlm", ""), ("mlms[1]", "trained:tiny", "mlm", "")],
     "crossover": [("model", "tiny-mlm", "mlm", ""), ("phase.models[0]", "tiny-mlm", "mlm", "")],   # issue 51's nested models
     "traps": [("model", "tiny-mlm", "mlm", ""), ("escape.models[0]", "tiny-mlm", "mlm", ""),
-              ("escape.exact_models[0]", "tiny-mlm", "mlm", ""), ("escape.growth.models[0]", "tiny-mlm", "mlm", "")],
+              ("escape.exact_models[0]", "tiny-mlm", "mlm", ""), ("escape.growth.models[0]", "tiny-mlm", "mlm", ""),
+              ("escape.length.models[0]", "tiny-mlm", "mlm", "")],                   # issue 63's length family
     "basins": [("mlms[0]", "tiny-mlm", "mlm", ""), ("mlms[1]", "trained:tiny", "mlm", ""),
                ("topic_scorer", "package:all-MiniLM-L6-v2", "sentence", "embedding")],
     "ground_truth": [("models_[0]", "tiny-mlm", "mlm", ""), ("models_[1]", "tiny-mlm", "mlm", "")],

@@ -23,6 +23,7 @@ from .device import measurement_dtype
 from .engine import ChainSpec, couple, first_changes, run
 from .exact import (TabulatedScorer, compatibility_gap, conductance, deepest_traps, exit_time, glauber_kernel,
                     leave_probabilities, mixing_time, pseudo_likelihood_law, spectral_gap, stationary)
+from .seeding import child_seed
 
 TRUTH_COLUMNS = ["model", "tokens", "n", "states", "temperature", "exact t_mix", "relaxation time", "coupling estimate",
                  "censored pairs", "hitting time (median)", "exact alpha", "contraction bound", "TV(pi, PL law)",
@@ -39,7 +40,7 @@ def tabulated_chains(table: TabulatedScorer, temperature: float, chains: int, st
     """Chains of the engine on a tabulated scorer from uniform random starts, every step recorded."""
     states = table.chain.states
     start = torch.as_tensor(states[torch.randint(len(states), (chains,), generator=gen).numpy()])
-    seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
+    seed = child_seed(gen)
     return run(table, start, ChainSpec(temperature=float(temperature), steps=steps, record_every=1,
                                        prefix_len=table.chain.free[0], checkpoint_every=max(steps, 1)), seed=seed)
 
@@ -64,7 +65,7 @@ def holding_check(table: TabulatedScorer, temperature: float, *, traps: int, cha
     rows = []
     for rank, x in enumerate(deepest_traps(P, traps)):
         start = torch.as_tensor(ch.states[x]).repeat(chains, 1)
-        seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
+        seed = child_seed(gen)
         fc = first_changes(table, start, ChainSpec(temperature=float(temperature), steps=steps,
                                                    prefix_len=ch.free[0]), seed)
         held = np.where(fc.censored, steps, fc.steps)

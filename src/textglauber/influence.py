@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from . import corpus, margins, models, vocabulary
+from .seeding import child_seed
 
 
 @dataclass
@@ -167,7 +168,7 @@ def run_models(mlms: list[dict], *, seq_len: int, n_contexts: int, top_k: int, e
             continue
         lm, scorer = opened
         passages = corpus.windows(lm.tokenizer, spec["corpus"], seq_len, max(50, n_contexts),
-                                  int(torch.randint(2**31 - 1, (1,), generator=gen)), vocab=scorer.vocab)
+                                  child_seed(gen), vocab=scorer.vocab)
         token = vocabulary.single_token(lm.tokenizer, spec["drift_token"])   # one token, or an error before compute
         res, table = experiment(scorer, passages, temperatures, n_contexts=n_contexts, top_k=top_k,
                                 extra=extra, gen=gen, eps=eps)

@@ -27,6 +27,7 @@ import torch
 
 from . import corpus, phase
 from .profile import PhaseModel
+from .seeding import child_seed
 
 CALIBRATION_BUDGET = 20          # coupling runs for at most this many times the exact t_mix ...
 CALIBRATION_MAX_STEPS = 200_000  # ... and at most this many steps (numpy steps, every pair at once)
@@ -191,7 +192,7 @@ def run(p: dict, *, device: str, dtype: str, on_missing_model: str, gen: torch.G
     from .landscape import tables as land
     from .phase import covering as cov
 
-    seeds = [(seed_for(gen), seed_for(gen), seed_for(gen)) for _ in p["models"]]
+    seeds = [(child_seed(gen), child_seed(gen), child_seed(gen)) for _ in p["models"]]
     tables, cals, lands, checks, covers, cost, notes = [], [], [], [], [], [], []
     for spec, (passage_seed, pair_seed, search_seed) in zip(p["models"], seeds):
         lm = models.or_skip(on_missing_model, notes, spec["name"], models.load, spec["name"], kind="mlm",
@@ -256,5 +257,3 @@ def verdicts(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def seed_for(gen: torch.Generator) -> int:
-    return int(torch.randint(2**31 - 1, (1,), generator=gen))

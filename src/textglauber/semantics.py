@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from . import vocabulary
+from .seeding import child_seed
 
 
 def sentence_model(name: str, device):
@@ -193,7 +194,7 @@ def drift_experiment(scorer, emb: Embedder, passages_for, lengths, temperatures,
             tracker = DriftTracker(emb, init.numpy(), deltas, record_every)
             x = init.clone()
             for start in range(0, budget, block):
-                seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
+                seed = child_seed(gen)
                 r = run(scorer, x, ChainSpec(temperature=float(T), steps=min(block, budget - start), record_every=1,
                                              checkpoint_every=block), seed=seed, progress=progress)
                 tracker.update(r.states[1:])

@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from . import vocabulary
+from .seeding import child_seed
 
 LABELS = ["politics", "health", "pop culture", "sport", "food", "science", "technology", "finance",
           "education", "environment", "art"]
@@ -279,7 +280,7 @@ def basin_chains(spec: dict, score, labels: list[str], seed_topics: list[str], *
         extra, extra_kind, extra_topic = null_states(ids, seed_topic, scorer.vocab.ids, null_seeds, null_chains, gen)
         init, kind, topic = torch.cat([init, extra]), kind + extra_kind, topic + extra_topic
     r = run(scorer, init, ChainSpec(temperature=temperature, steps=steps, record_every=score_every,
-                                    checkpoint_every=steps), seed=int(torch.randint(2**31 - 1, (1,), generator=gen)))
+                                    checkpoint_every=steps), seed=child_seed(gen))
     texts = [vocabulary.decode(lm.tokenizer, s) for s in r.states.reshape(-1, seq_len)]
     return lm, scorer, chain_frame(lm.name, r.steps, texts, score(texts), kind, topic, labels)
 
@@ -485,7 +486,7 @@ def prefix_attractors(lm, scorer, score, labels: list[str], *, prefix: str, seed
     init = torch.cat([torch.tensor(pre).expand(len(pick), -1), ids[pick]], 1)
     pr = run(scorer, init, ChainSpec(temperature=temperature, steps=steps, record_every=score_every,
                                      prefix_len=len(pre), checkpoint_every=steps),
-             seed=int(torch.randint(2**31 - 1, (1,), generator=gen)))
+             seed=child_seed(gen))
     if not (pr.states[:, :, :len(pre)] == np.array(pre)).all():
         raise RuntimeError("the frozen prefix moved")
     final_texts = [vocabulary.decode(lm.tokenizer, s) for s in pr.states[-1]]

@@ -64,3 +64,27 @@ def test_gamma_sentences_say_listed_and_searched_apart():
     assert "3: one well" in text and "4: 1" in text and "every state listed up to n = 4" in text
     assert "n = 5 to 6 searched (4 wells found over 2 lengths, 100 states opened, 1 searches stopped" in text
     assert "not certified complete" in text
+
+
+def test_gamma_sentences_give_the_bracket_of_an_unfinished_search():
+    t = pd.DataFrame([
+        {"model": "m", "design": "global", "n": n, "gamma": g, "gamma low": lo, "gamma high": hi, "complete": n <= 4,
+         "finished": n <= 5, "wells": w, "states opened": 2 ** n if n <= 4 else 50}
+        for n, g, lo, hi, w in [(4, 1.0, 1.0, 1.0, 2), (5, 1.5, 1.5, 1.5, 2), (7, math.inf, 1.2, 3.4, 2),
+                                (8, math.inf, np.nan, np.nan, 3)]])
+    v = land.verdicts(t.assign(**{"tokens": "a|b", "ground well": "", "well sizes": "", "other wells": ""}))
+    [text] = page.gamma_sentences(t, v)
+    assert "7: between 1.2 and 3.4" in text and "8: no cost between its wells settled" in text
+    assert "5: 1.5" in text and "inf" not in text
+
+
+def test_the_gamma_figure_draws_a_bracket_where_gamma_is_not_settled():
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.collections import LineCollection
+    t = pd.DataFrame({"model": "m", "design": "global", "n": [4, 5, 7], "gamma": [1.0, np.nan, math.inf],
+                      "gamma low": [1.0, np.nan, 1.2], "gamma high": [1.0, np.nan, 3.4], "complete": [True, True, False]})
+    fig = page.plot_gamma(t)
+    [bars] = [c for c in fig.axes[0].collections if isinstance(c, LineCollection)]
+    [[(x0, y0), (x1, y1)]] = [seg.tolist() for seg in bars.get_segments()]
+    assert (x0, y0, x1, y1) == (7, 1.2, 7, 3.4)

@@ -57,3 +57,35 @@ def test_too_few_lengths_cannot_tell():
 def test_no_second_well_anywhere_is_said_in_words():
     v, words = barrier_verdict(NS, np.full(len(NS), np.nan))
     assert v == "bounded" and "no length" in words and "second well" in words
+
+
+LISTED = np.array([3, 4, 5, 6, 7, 8, 9, 10, 14, 20])
+
+
+def bracketed(truth, width):
+    """Gamma known exactly to n = 10, and at 14 and 20 only within a bracket around the truth."""
+    g = truth(LISTED).astype(float)
+    lo, hi = g.copy(), g.copy()
+    lo[-2:], hi[-2:] = g[-2:] * (1 - width), g[-2:] * (1 + width)
+    return np.where(LISTED > 10, np.inf, g), lo, hi
+
+
+def test_a_narrow_bracket_decides_and_a_wide_one_does_not():
+    """Growth seen only through the searched lengths' brackets is named when every value in the
+    brackets grows, and not when the brackets reach back to the earlier heights."""
+    g, lo, hi = bracketed(lambda n: 0.3 * n, 0.1)
+    assert barrier_verdict(LISTED, g, lo, hi)[0] == "grows"
+    g, lo, hi = bracketed(lambda n: 0.3 * n, 0.9)
+    assert barrier_verdict(LISTED, g, lo, hi)[0] == "cannot tell"
+    g, lo, hi = bracketed(lambda n: 1.2 + 0 * n, 0.0)
+    assert barrier_verdict(LISTED, g, lo, hi)[0] == "bounded"
+    g, lo, hi = bracketed(lambda n: 1.2 + 0 * n, 0.3)             # could be higher than anything listed
+    v, words = barrier_verdict(LISTED, g, lo, hi)
+    assert v == "cannot tell" and "brackets" in words
+
+
+def test_an_unsettled_length_without_a_bracket_decides_nothing():
+    g = np.where(LISTED > 10, np.inf, 0.3 * LISTED)
+    assert barrier_verdict(LISTED, g)[0] == "cannot tell"
+    nan = np.full(len(LISTED), np.nan)
+    assert barrier_verdict(LISTED, g, nan, nan)[0] == "cannot tell"

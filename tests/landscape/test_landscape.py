@@ -205,18 +205,17 @@ def test_the_hitting_check_can_fail_on_a_wrong_exponent():
 def test_the_search_walks_out_of_a_closure_too_large_to_list():
     """A 4-state zero-cost cycle on sites 0 and 1 and twelve free sites that each prefer token 1:
     steepest descent cycles on the pair first, and the cycle's zero-cost closure holds 4 x 2^12
-    states. The search must still find the one well (the cycle with every free site at 1), opening
-    a small share of the space."""
+    states. The search must still find the one well (the cycle with every free site at 1) within a
+    budget of 1/32 of the space."""
     def field(i, b):
         return 3.0 * (2 * b[1] - 1) if i == 0 else -3.0 * (2 * b[0] - 1) if i == 1 else 1.0
     n = 14
     scores = table(n, field)
     moves = explore.Moves(TableScorer(scores), [[0, 1]] * n)
-    found = explore.search(moves, [tuple([0] * n), tuple([1, 0] * 7)], max_states=200)
+    found = explore.search(moves, [tuple([0] * n), tuple([1, 0] * 7)], max_states=2 ** n // 32)
     assert len(found.wells) == 1 and len(found.wells[0]) == 4
     assert all(x[2:] == (1,) * 12 for x in found.wells[0])
     assert {x[:2] for x in found.wells[0]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
-    assert found.opened < 2 ** n // 8
     assert math.isnan(found.gamma)
 
 
@@ -237,4 +236,66 @@ def test_search_budget_is_reported():
     s = curie_weiss(8, 0.5, 0.2)
     moves = explore.Moves(TableScorer(s), [[0, 1]] * 8)
     found = explore.search(moves, [(0,) * 8, (1,) * 8], max_states=3)
-    assert not found.finished
+    assert not found.finished and found.opened <= 3 + 2 * 8          # the budget and the bracket's two paths
+
+
+def test_one_budget_for_the_whole_search():
+    """The budget counts the states of every descent and every Dijkstra search of one length together.
+    On a Curie-Weiss chain of 2^14 states the least-cost path must first settle every state cheaper
+    than the saddle (about half of them): 1/16 of the space leaves the search unfinished, with both
+    wells found but no cost between them; the whole space gives the exact Gamma."""
+    s = curie_weiss(14, 0.5, 0.2)
+    L = enumerated.two_token_landscape(s)
+    for budget, done in ((2 ** 14 // 16, False), (2 ** 14, True)):
+        moves = explore.Moves(TableScorer(s), [[0, 1]] * 14)
+        found = explore.search(moves, [(0,) * 14, (1,) * 14], max_states=budget)
+        assert found.opened <= budget + 2 * 14 and found.finished is done and len(found.wells) == 2
+        assert found.gamma == pytest.approx(L.gamma) if done else math.isinf(found.gamma)
+
+
+@pytest.mark.parametrize("n, J, h", [(14, 0.5, 0.2), (12, 0.8, 0.5), (13, 0.3, -0.1)])
+def test_an_unfinished_search_brackets_gamma(n, J, h):
+    """Out of budget between two wells, the search still brackets Gamma: below by the least cost it
+    had not settled, above by one path's cost. The exact Gamma (every state listed) lies inside, the
+    bracket is not empty of content (low > 0, high finite), and the other well's exit (a wrong
+    exponent, larger than Gamma) lies above it."""
+    s = curie_weiss(n, J, h)
+    L = enumerated.two_token_landscape(s)
+    moves = explore.Moves(TableScorer(s), [[0, 1]] * n)
+    found = explore.search(moves, [(0,) * n, (1,) * n], max_states=2 ** n // 32)
+    assert not found.finished and len(found.wells) == 2
+    assert 0 < found.gamma_low <= L.gamma + 1e-9 <= found.gamma_high + 2e-9 < math.inf
+    wrong = L.V[L.ground, 1 - L.ground]
+    assert wrong > found.gamma_high + 1e-6
+
+
+def test_a_finished_search_has_an_empty_bracket():
+    s = curie_weiss(8, 0.5, 0.2)
+    found = explore.search(explore.Moves(TableScorer(s), [[0, 1]] * 8), [(0,) * 8, (1,) * 8], max_states=400)
+    assert found.finished and found.gamma_low == found.gamma == found.gamma_high
+
+
+def test_path_cost_bounds_the_least_cost_from_above():
+    """Every path's cost is at least the least cost V that Dijkstra's search gives, on random tables."""
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        n = 7
+        w = rng.normal(size=(n, 2))
+        s = table(n, lambda i, b: float(w[i, 0] + w[i, 1] * sum(2 * x - 1 for x in b if x is not None) / n))
+        L = enumerated.two_token_landscape(s)
+        if len(L.wells) != 2:
+            continue
+        moves = explore.Moves(TableScorer(s), [[0, 1]] * n)
+        a, b = (tuple(int(c) for c in format(int(min(wl)), f"0{n}b")) for wl in L.wells)
+        assert explore.path_cost(moves, a, b) >= L.V[0, 1] - 1e-9
+
+
+def test_a_search_whose_descents_run_out_finds_no_well_and_settles_nothing():
+    """The 4-cycle with twelve free sites: its closures need more states than a budget of 40 allows, so
+    no descent ends in a well; the search says Gamma is not settled (inf), not that there is one well."""
+    def field(i, b):
+        return 3.0 * (2 * b[1] - 1) if i == 0 else -3.0 * (2 * b[0] - 1) if i == 1 else 1.0
+    n = 14
+    moves = explore.Moves(TableScorer(table(n, field)), [[0, 1]] * n)
+    found = explore.search(moves, [tuple([0] * n)], max_states=40)
+    assert found.wells == [] and math.isinf(found.gamma) and not found.finished and found.opened <= 40

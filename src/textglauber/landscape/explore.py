@@ -12,6 +12,9 @@ closed by a breadth-first walk over zero-cost moves and its bottom classes are t
 Dijkstra searches between wells add every fixed point they open. Nothing certifies that every
 well was found: :class:`Searched` says how many states were opened and whether any search ran
 out of its budget.
+
+Cost: one search scores at most ``max_states`` states, its descents and all its Dijkstra searches
+together (:class:`Moves` keeps the budget); a search that runs out says so (``finished`` False).
 """
 from __future__ import annotations
 
@@ -36,17 +39,29 @@ ATTEMPTS = 8
 """Closures tried from one start before the search gives up on it (no well from that start)."""
 
 
+class OutOfStates(Exception):
+    """A search asked for the rows of one more state than its budget allows."""
+
+
 class Moves:
     """Move costs of a chain on ``scorer`` with per-site candidate tokens: for a state, an (n, K)
-    array cost[i, j] = max_b s_i(b) - s_i(candidates[i][j]) over the candidates, and the candidates."""
+    array cost[i, j] = max_b s_i(b) - s_i(candidates[i][j]) over the candidates, and the candidates.
+    At most ``budget`` states are scored (None: no bound); asking for one more raises
+    :class:`OutOfStates`, while states already scored stay free."""
 
-    def __init__(self, scorer, candidates):
+    def __init__(self, scorer, candidates, budget: int | None = None):
         self.scorer = scorer
+        self.budget = budget
         self.tokens = [np.asarray(c, np.int64) for c in candidates]
         self.cols = [scorer.vocab.index_of(torch.as_tensor(c)).numpy() for c in self.tokens]
         if any((c < 0).any() for c in self.cols):
             raise ValueError("a candidate token is not in the scorer's allowed vocabulary")
         self.seen: dict[tuple, list] = {}
+
+    @property
+    def left(self) -> int | None:
+        """States the budget still allows (None: no bound)."""
+        return None if self.budget is None else max(self.budget - len(self.seen), 0)
 
     @property
     def opened(self) -> int:
@@ -56,6 +71,8 @@ class Moves:
     def costs(self, x: tuple) -> list[np.ndarray]:
         if x in self.seen:
             return self.seen[x]
+        if self.budget is not None and len(self.seen) >= self.budget:
+            raise OutOfStates(self.budget)
         n = len(x)
         rows = self.scorer.scores(torch.tensor(x).repeat(n, 1), torch.arange(n)).double().cpu().numpy()
         out = []
@@ -90,7 +107,9 @@ def _gain_step(moves: Moves, x: tuple, c: list) -> tuple | None:
 
 def closure_wells(moves: Moves, x: tuple) -> list[frozenset]:
     """The bottom classes of the zero-cost moves reachable from ``x`` (empty if the closure passes
-    :data:`MAX_CLOSURE` states)."""
+    :data:`MAX_CLOSURE` states, or a quarter of what the budget of ``moves`` still allows, so that one
+    closure cannot spend the states of the other starts)."""
+    cap = MAX_CLOSURE if moves.left is None else min(MAX_CLOSURE, max(moves.left // 4, 8))
     g, todo, seen = nx.DiGraph(), [x], {x}
     while todo:
         y = todo.pop()
@@ -98,7 +117,7 @@ def closure_wells(moves: Moves, x: tuple) -> list[frozenset]:
         for z in _zero_moves(moves, y, moves.costs(y)):
             g.add_edge(y, z)
             if z not in seen:
-                if len(seen) >= MAX_CLOSURE:
+                if len(seen) >= cap:
                     return []
                 seen.add(z)
                 todo.append(z)
@@ -147,17 +166,37 @@ class _Reach:
     cost: dict           # settled state -> least cost from the well
     fixed: list          # fixed points settled that belong to no known well
     finished: bool       # every target settled before the budget ran out
+    frontier: float = math.inf   # the last cost settled: no state left unsettled costs less
+
+
+def path_cost(moves: Moves, x: tuple, y: tuple) -> float:
+    """The cost of one path from ``x`` to ``y`` (an upper bound on the least cost): at each step the
+    cheapest move that writes one of ``y``'s tokens where the two still differ. Inf if ``moves``
+    runs out of its budget on the way."""
+    total = 0.0
+    try:
+        while x != y:
+            c = moves.costs(x)
+            i = min((k for k in range(len(x)) if x[k] != y[k]),
+                    key=lambda k: c[k][np.flatnonzero(moves.tokens[k] == y[k])[0]])
+            total += float(c[i][np.flatnonzero(moves.tokens[i] == y[i])[0]])
+            x = x[:i] + (y[i],) + x[i + 1:]
+    except OutOfStates:
+        return math.inf
+    return total
 
 
 def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, max_states: int) -> _Reach:
     """Least costs from ``well`` to the states of the other wells (``absorbing``: state -> well),
-    which are settled but not expanded. It stops once every target is settled and half its budget
-    is spent (the rest of that half looks for wells not yet known), or after ``max_states`` states."""
+    which are settled but not expanded. Once every target is settled it goes on (looking for wells
+    not yet known) while the search as a whole has scored fewer than 3/4 of ``max_states`` states (the
+    last quarter is kept for settling targets); it stops after ``max_states`` expansions or when
+    ``moves`` runs out of its budget."""
     targets = set(absorbing)
     tick = itertools.count()
     heap = [(0.0, next(tick), x) for x in well]
     cost, fixed, opened = {}, [], 0
-    while heap and (targets or opened < max_states // 2):
+    while heap and (targets or moves.opened < 3 * max_states // 4):
         c, _, x = heapq.heappop(heap)
         if x in cost:
             continue
@@ -166,9 +205,12 @@ def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, max_states: int) -
         if x in absorbing:
             continue
         if opened >= max_states:
-            return _Reach(cost, fixed, False)
+            return _Reach(cost, fixed, False, c)
         opened += 1
-        mc = moves.costs(x)
+        try:
+            mc = moves.costs(x)
+        except OutOfStates:
+            return _Reach(cost, fixed, not targets, c)
         if x not in well and not _zero_moves(moves, x, mc):
             fixed.append(x)
         for i, ci in enumerate(mc):
@@ -183,7 +225,10 @@ def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, max_states: int) -
 @dataclass
 class Searched:
     """Wells found (frozensets of states), least costs V between them (inf where a search did not
-    reach), Gamma over them, the ground well, states opened, and whether every search finished."""
+    reach), Gamma over them, the ground well, states opened, and whether every search finished.
+    ``gamma_low`` and ``gamma_high`` bracket Gamma over the wells found: both Gamma where every search
+    finished; with two wells and an unfinished search, from the least cost not yet settled (below)
+    and one path's cost (above) for each V the search did not reach (:func:`bracket`); else NaN."""
 
     wells: list
     V: np.ndarray
@@ -191,33 +236,65 @@ class Searched:
     ground: int
     opened: int
     finished: bool
+    gamma_low: float = math.nan
+    gamma_high: float = math.nan
 
 
 def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> Searched:
     """Wells from ``starts`` by descent, then V by Dijkstra from every well (module docstring);
-    fixed points met on the way join the wells and the searches run again, ``rounds`` times at most."""
+    fixed points met on the way join the wells and the searches run again, ``rounds`` times at most.
+    The search scores at most ``max_states`` states in all (the budget of ``moves`` is set to that,
+    counting the states it already holds), its descents at most half of them; a start whose descent
+    runs out adds no well, and a search that finds no well reports Gamma as inf (not settled)."""
+    moves.budget = max_states // 2            # descents may spend half the budget, Dijkstra the rest
     wells: list[frozenset] = []
+    descended = True
     for s in starts:
-        for w in descend(moves, s):
+        try:
+            found = descend(moves, s)
+        except OutOfStates:
+            found, descended = [], False
+        for w in found:
             if w not in wells:
                 wells.append(w)
-    finished = True
+    finished = descended
+    moves.budget = max_states
+    if not wells:
+        return Searched(wells, np.zeros((0, 0)), math.inf, 0, moves.opened, False)
     for _ in range(rounds):
-        V, new, finished = _costs(moves, wells, max_states)
+        V, new, done, frontier = _costs(moves, wells, max_states)
         fresh = [frozenset([x]) for x in new if frozenset([x]) not in wells]
         if not fresh:
             break
         wells.extend(dict.fromkeys(fresh))
     else:
-        V, _, finished = _costs(moves, wells, max_states)
+        V, _, done, frontier = _costs(moves, wells, max_states)
+    finished = finished and done
     g = gamma(V) if len(wells) > 1 else math.nan
     ground = deepest_root(V) if len(wells) > 1 else 0
-    return Searched(wells, V, g, ground, moves.opened, finished)
+    low, high = (g, g) if finished else bracket(moves, wells, V, frontier)
+    return Searched(wells, V, g, ground, moves.opened, finished, low, high)
 
 
-def _costs(moves: Moves, wells: list, max_states: int) -> tuple[np.ndarray, list, bool]:
+def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray) -> tuple[float, float]:
+    """Gamma's bracket for two wells, Gamma = min(V[0, 1], V[1, 0]) (:func:`textglauber.landscape.wgraph.gamma`):
+    a V the search did not reach is at least ``frontier`` (Dijkstra settles costs in order) and at most
+    the cost of :func:`path_cost` between the wells' first states (it may score up to 2n more states
+    than the search's budget). NaN for any other number of wells."""
+    if len(wells) != 2:
+        return math.nan, math.nan
+    a, b = (min(w) for w in wells)
+    moves.budget += 2 * len(a)
+    high = [V[0, 1] if np.isfinite(V[0, 1]) else path_cost(moves, a, b),
+            V[1, 0] if np.isfinite(V[1, 0]) else path_cost(moves, b, a)]
+    low = [V[0, 1] if np.isfinite(V[0, 1]) else frontier[0, 1], V[1, 0] if np.isfinite(V[1, 0]) else frontier[1, 0]]
+    return float(min(low)), float(min(high))
+
+
+def _costs(moves: Moves, wells: list, max_states: int) -> tuple[np.ndarray, list, bool, np.ndarray]:
     m = len(wells)
     V, new, finished = np.full((m, m), np.inf), [], True
+    frontier = np.full((m, m), np.inf)
     for a, w in enumerate(wells):
         absorbing = {x: b for b, z in enumerate(wells) if b != a for x in z}
         r = _dijkstra(moves, w, absorbing, max_states)
@@ -226,4 +303,5 @@ def _costs(moves: Moves, wells: list, max_states: int) -> tuple[np.ndarray, list
         for b, z in enumerate(wells):
             if b != a:
                 V[a, b] = min((r.cost[x] for x in z if x in r.cost), default=math.inf)
-    return V, new, finished
+                frontier[a, b] = V[a, b] if np.isfinite(V[a, b]) else r.frontier
+    return V, new, finished, frontier

@@ -29,39 +29,60 @@ LEVEL = 1.0 + 1e-6
 MIN_LENGTHS = 3
 
 
-def _heights(ns, gammas) -> tuple[np.ndarray, np.ndarray]:
+def _heights(ns, gammas, low=None, high=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lengths in order and Gamma's lower and upper ends at each: Gamma itself where it is known, the
+    search's bracket where it is not (no bracket: from 0 to inf), and 0 where there is one well (NaN)."""
     ns, g = np.asarray(ns, float), np.asarray(gammas, float)
+    lo = g.copy() if low is None else np.where(np.isfinite(g), g, np.asarray(low, float))
+    hi = g.copy() if high is None else np.where(np.isfinite(g), g, np.asarray(high, float))
+    unknown = np.isinf(g)
+    lo = np.where(unknown & ~np.isfinite(lo), 0.0, lo)
+    hi = np.where(unknown & ~np.isfinite(hi), np.inf, hi)
     order = np.argsort(ns)
-    return ns[order], np.where(np.isnan(g[order]), 0.0, g[order])
+    one = np.isnan(g[order])
+    return ns[order], np.where(one, 0.0, lo[order]), np.where(one, 0.0, hi[order])
 
 
-def _judge(g: np.ndarray) -> str:
-    if len(g) < MIN_LENGTHS or not np.isfinite(g).all():
+def _judge(lo: np.ndarray, hi: np.ndarray) -> str:
+    """The rule of the module docstring on Gamma known only within [lo, hi] at each length: "grows" must
+    hold for every Gamma in the brackets (lower ends last, upper ends before), and so must "bounded"."""
+    if len(lo) < MIN_LENGTHS:
         return "cannot tell"
-    third = max(len(g) // 3, 1)
-    first, middle, last = g[:third], g[third:-third], g[-third:]
-    rising = len(last) >= 2 and last.min() > 0                    # one last value is a spike, not a trend
-    if rising and last.min() >= GROW * first.max() and last.min() >= middle.max(initial=0.0):
+    third = max(len(lo) // 3, 1)
+    rising = len(lo[-third:]) >= 2 and lo[-third:].min() > 0        # one last value is a spike, not a trend
+    if (rising and lo[-third:].min() >= GROW * hi[:third].max()
+            and lo[-third:].min() >= hi[third:-third].max(initial=0.0)):
         return "grows"
-    if last.max() <= LEVEL * g[:-third].max():
+    if hi[-third:].max() <= LEVEL * lo[:-third].max():
         return "bounded"
     return "cannot tell"
 
 
-def barrier_verdict(ns, gammas) -> tuple[str, str]:
-    """(verdict, its words) for Gamma over the lengths ``ns`` (NaN: one well, no barrier)."""
-    ns, g = _heights(ns, gammas)
+def _value(lo: float, hi: float) -> str:
+    if lo == hi:
+        return f"{lo:.3g}"
+    return f"{lo:.3g} to {hi:.3g}" if np.isfinite(hi) else "not settled"
+
+
+def barrier_verdict(ns, gammas, low=None, high=None) -> tuple[str, str]:
+    """(verdict, its words) for Gamma over the lengths ``ns`` (NaN: one well, no barrier; inf: not
+    settled by the search, known only within ``low`` and ``high`` where those are given)."""
+    ns, lo, hi = _heights(ns, gammas, low, high)
     span = f"n = {ns[0]:g} to {ns[-1]:g}" if len(ns) else "no length"
-    whole = _judge(g)
-    odd, even = _judge(g[ns % 2 == 1]), _judge(g[ns % 2 == 0])
+    whole = _judge(lo, hi)
+    odd, even = (_judge(lo[ns % 2 == k], hi[ns % 2 == k]) for k in (1, 0))
     if {odd, even} == {"grows", "bounded"}:
         which = "odd" if odd == "grows" else "even"
         return (f"grows at {which} n only", f"the barrier grows over the {which} lengths of {span} and not over the "
                 f"others: a pattern of parity, not growth in n")
     if whole == "grows":
-        return "grows", f"the barrier grows over {span}, from {g[0]:.3g} to {g[-1]:.3g}"
-    if whole == "bounded" and not g.any():
+        return "grows", f"the barrier grows over {span}, from {_value(lo[0], hi[0])} to {_value(lo[-1], hi[-1])}"
+    if whole == "bounded" and not hi.any():
         return "bounded", f"no length of {span} has a second well, so there is no barrier to grow"
     if whole == "bounded":
-        return "bounded", f"the barrier reaches no new height in the last third of {span} (largest {g.max():.3g})"
-    return "cannot tell", f"the barrier over {span} ({', '.join(f'{v:.3g}' for v in g)}) neither clearly grows nor levels off"
+        return "bounded", f"the barrier reaches no new height in the last third of {span} (largest {hi.max():.3g})"
+    values = ", ".join(_value(a, b) for a, b in zip(lo, hi))
+    if (lo != hi).any():
+        return "cannot tell", (f"the barrier over {span} ({values}, searched lengths as brackets) neither clearly grows "
+                               f"nor levels off for every value in its brackets")
+    return "cannot tell", f"the barrier over {span} ({values}) neither clearly grows nor levels off"

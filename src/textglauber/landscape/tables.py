@@ -10,7 +10,8 @@ from ..phase.states import Scores, site_bits
 from . import check, enumerated, explore
 from .growth import barrier_verdict
 
-COLUMNS = ["model", "design", "tokens", "n", "wells", "gamma", "states opened", "complete", "finished",
+COLUMNS = ["model", "design", "tokens", "n", "wells", "gamma", "gamma low", "gamma high", "states opened", "complete",
+           "finished",
            "ground well", "well sizes", "other wells"]
 CHECK_COLUMNS = ["model", "design", "n", "measure", "temperature", "t_rel", "resolved", "T ln t_rel", "T ln hit", "gamma"]
 
@@ -27,11 +28,15 @@ def well_text(scorer, tokens: np.ndarray) -> str:
     return first if len(tokens) == 1 else f"{first} (+{len(tokens) - 1} states of a zero-cost cycle)"
 
 
-def _row(model, design, text, n, wells_tokens, gamma, ground, opened, complete, finished, scorer) -> dict:
+def _row(model, design, text, n, wells_tokens, gamma, ground, opened, complete, finished, scorer,
+         bracket=None) -> dict:
     others = [well_text(scorer, w) for k, w in enumerate(wells_tokens) if k != ground]
+    ground_text = well_text(scorer, wells_tokens[ground]) if wells_tokens else "none found"
+    low, high = bracket if bracket is not None else (gamma, gamma)
     return {"model": model, "design": design, "tokens": text, "n": int(n), "wells": len(wells_tokens),
-            "gamma": float(gamma), "states opened": int(opened), "complete": bool(complete),
-            "finished": bool(finished), "ground well": well_text(scorer, wells_tokens[ground]),
+            "gamma": float(gamma), "gamma low": float(low), "gamma high": float(high), "states opened": int(opened),
+            "complete": bool(complete),
+            "finished": bool(finished), "ground well": ground_text,
             "well sizes": " ".join(str(len(w)) for w in wells_tokens), "other wells": "; ".join(others)}
 
 
@@ -54,7 +59,9 @@ def enumerated_rows(scorer, model: str, design: str, text: str, pairs_by_n: dict
 def searched_rows(scorer, model: str, design: str, text: str, pairs_by_n: dict, *, starts: int, max_states: int,
                   rng: np.random.Generator) -> pd.DataFrame:
     """Landscape rows of lengths past enumeration: wells from ``starts`` random states and both
-    uniform states, by :func:`textglauber.landscape.explore.search` (not certified complete)."""
+    uniform states, by :func:`textglauber.landscape.explore.search` (not certified complete); where a
+    search ran out of its budget with two wells found, Gamma's bracket over them (``gamma low``,
+    ``gamma high``)."""
     rows = []
     for n in sorted(pairs_by_n):
         pairs = np.asarray(pairs_by_n[n])
@@ -63,7 +70,8 @@ def searched_rows(scorer, model: str, design: str, text: str, pairs_by_n: dict, 
         moves = explore.Moves(scorer, list(pairs))
         s = explore.search(moves, begin, max_states=max_states)
         tokens = [np.array(sorted(w)) for w in s.wells]
-        rows.append(_row(model, design, text, n, tokens, s.gamma, s.ground, s.opened, False, s.finished, scorer))
+        rows.append(_row(model, design, text, n, tokens, s.gamma, s.ground, s.opened, False, s.finished, scorer,
+                         (s.gamma_low, s.gamma_high)))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -93,7 +101,9 @@ def verdicts(table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, design), g in table.groupby(["model", "design"], sort=False):
         g = g.sort_values("n")
-        v, words = barrier_verdict(g.n.to_numpy(), g.gamma.to_numpy(float))
+        bounds = ((g["gamma low"].to_numpy(float), g["gamma high"].to_numpy(float)) if "gamma low" in g
+                  else (None, None))
+        v, words = barrier_verdict(g.n.to_numpy(), g.gamma.to_numpy(float), *bounds)
         rows.append({"model": model, "design": design, "n from": int(g.n.min()), "n to": int(g.n.max()),
                      "listed to": int(g[g.complete].n.max()) if g.complete.any() else 0,
                      "barrier": v, "words": words})

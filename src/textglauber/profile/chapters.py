@@ -19,7 +19,7 @@ from .values import (LANDSCAPE_MAX_N, MAX_SPINS, MAX_STATES, NULL_SEEDS, PHASE_M
 class Landscape(Closed):
     """Chapter 3's landscape past enumeration (:mod:`textglauber.landscape`): the two-token chains at
     ``lengths`` longer than a model's ``max_n`` are searched for wells from ``starts`` random states
-    (and both uniform ones), each Dijkstra search opening at most ``max_states`` states; the global
+    (and both uniform ones), one length's search scoring at most ``max_states`` states in all; the global
     design and the first ``passages`` passages are searched."""
     noun: ClassVar[str] = "a key of phase.landscape"
     lengths: ListOf(Length(Int(ge=3, le=LANDSCAPE_MAX_N)), "integers in [3, 64], increasing", min_length=0,

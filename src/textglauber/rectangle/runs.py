@@ -9,8 +9,10 @@ import torch
 
 from ..models import CausalLMScorer
 from ..profile import Control, IncompatibilityModel
+from ..seeding import child_seed
 from .controls import JointConditionals, PerturbedScorer, candidate_vocab, control_passages
 from .statistic import COLUMNS, grid, rectangles_of, sample, score_mlm
+
 
 def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: float, gen: torch.Generator,
                device: str = "auto", dtype: str = "auto", grid_k: int = 0, n_grids: int = 0,
@@ -33,7 +35,7 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
         raise ValueError("temperature must be positive")
     kind = model.get("kind", IncompatibilityModel.default_of("kind"))
     count = int(model.get("rectangles", count))
-    seed = int(torch.randint(2**31 - 1, (1,), generator=gen))
+    seed = child_seed(gen)
     grids, extra = None, {}
     if kind == "causal":
         lm = models.load(model["name"], kind=kind, device=device, dtype=dtype)
@@ -168,7 +170,7 @@ def along_training(run: str, *, n: int, count: int, top_k: int, temperature: flo
     final = models.load(f"trained:{run}", device=device, dtype=dtype)
     vocab = allowed_vocabulary(final.tokenizer)
     passages = corpus.windows(final.tokenizer, manifest["corpus"]["name"], n, count,
-                              int(torch.randint(2**31 - 1, (1,), generator=gen)), vocab=vocab)
+                              child_seed(gen), vocab=vocab)
     rects = sample(models.MaskedLMScorer(final, vocab), passages, count, gen, top_k=top_k)
     clusters = pd.factorize(pd.Series([tuple(r) for r in rects.base.tolist()]))[0]   # one label per distinct window
     rows = []

@@ -16,6 +16,7 @@ import pandas as pd
 import torch
 
 from .. import exact, reported
+from ..seeding import child_seed
 from . import escape, quasipotential
 from .finder import find_traps
 from .fits import arrhenius, coldest, summarize
@@ -32,9 +33,6 @@ def nontrivial(exponent: float, margin: float) -> bool:
     the way out (V_1 is the margin), and a fit agreeing with it repeats the k = 1 check."""
     return bool(math.isfinite(exponent) and abs(exponent - margin) > NONTRIVIAL_TOL * max(1.0, abs(margin)))
 
-
-def seed_from(gen: torch.Generator) -> int:
-    return int(torch.randint(2**31 - 1, (1,), generator=gen))
 
 
 def _cell_row(model, j, ids, text, delta, T, hold, run, new_rows) -> dict:
@@ -81,7 +79,7 @@ def measure_model(scorer, model: str, p: dict, gen: torch.Generator, decode) -> 
             runs = []
             for T, hold in zip(Ts, holds):
                 before = memo.rows
-                runs.append(escape.escape_times(memo, x, k, T, p["chains"], p["horizon"], seed_from(gen),
+                runs.append(escape.escape_times(memo, x, k, T, p["chains"], p["horizon"], child_seed(gen),
                                                 max_jumps=p["max_moves"]))
                 cells.append(_cell_row(model, j, ids, decode(x), delta, T, hold, runs[-1], memo.rows - before))
             fits.append(_fit_row(model, j, ids, delta, Ts, holds, runs, bars[k], lambda t: decode(torch.tensor([t]))))
@@ -91,11 +89,11 @@ def measure_model(scorer, model: str, p: dict, gen: torch.Generator, decode) -> 
 
 def choose_traps(memo, p: dict, gen: torch.Generator) -> list[tuple[torch.Tensor, dict]]:
     """The section's traps with their barriers (k -> :class:`~textglauber.traps.quasipotential.Barrier`):
-    the finder's first ``candidates`` traps (``traps`` where the profile names no more), each with its
+    the finder's first max(``candidates``, ``traps``) traps, each with its
     exponent at every distance, the traps with a non-trivial exponent (:func:`nontrivial`) at some
     k > 1 first, in the finder's order, then the others; the first ``traps`` of that order. The rule
     reads no escape time, so it cannot favour an agreement."""
-    found = find_traps(memo, p["seq_len"], max(p["traps"], p.get("candidates", p["traps"])), gen)
+    found = find_traps(memo, p["seq_len"], max(p["traps"], p["candidates"]), gen)
     scored = []
     for x in found:
         bars = {k: quasipotential.barrier(memo, x, k) for k in sorted(p["distances"])}
@@ -115,7 +113,7 @@ def at_preprint_temperature(scorer, model: str, fits: pd.DataFrame, p: dict, gen
     for (j, ids), f in fits.groupby(["trap", "trap_ids"], sort=True):
         x = torch.tensor([int(t) for t in ids.split()])
         hold = escape.holding_times(escape.site_scores(scorer, x), x, scorer.vocab, [T])[0]
-        run = escape.escape_times(scorer, x, 2, T, p["chains"], p["horizon"], seed_from(gen), max_jumps=p["max_moves"])
+        run = escape.escape_times(scorer, x, 2, T, p["chains"], p["horizon"], child_seed(gen), max_jumps=p["max_moves"])
         med = summarize(run.times, run.censored, n_boot=500)
         out.append({"model": model, "trap": j, "trap_ids": ids, "margin": float(f.margin.iloc[0]), "temperature": T,
                     "one-state holding time": float(hold), "k": 2, "median": med["median"],
@@ -144,7 +142,7 @@ def escape_growth(scorer, model: str, g: dict, p: dict, gen: torch.Generator) ->
                     "predicted_exponent": bar.value, "exponent": bar.exponent, "exponent case": bar.case,
                     "rows_scored": bar.rows, "search states": bar.states, "temperature": g["temperature"]})
         if n in g["check_lengths"]:
-            run = escape.escape_times(memo, x, k, g["temperature"], g["chains"], p["horizon"], seed_from(gen),
+            run = escape.escape_times(memo, x, k, g["temperature"], g["chains"], p["horizon"], child_seed(gen),
                                       max_jumps=p["max_moves"])
             med = summarize(run.times, run.censored, n_boot=500)
             row.update({key: med[key] for key in ("chains", "censored", "median", "median_low", "median_high")})
@@ -164,7 +162,7 @@ def exactness(tables: list[tuple[str, object]], p: dict, gen: torch.Generator) -
     level = 1 - FAMILY_MISS / max(1, 2 * len(cases))          # two tests a case: the mean and the distribution
     rows = []
     for name, tab, (T, x, k, chain, want), cap in cases:
-        rows.append({"model": name, **escape.check_against_exact(tab, chain, x, k, T, p["exact_chains"], seed_from(gen),
+        rows.append({"model": name, **escape.check_against_exact(tab, chain, x, k, T, p["exact_chains"], child_seed(gen),
                                                                  level, max_jumps=p["exact_max_moves"], want=want,
                                                                  basin_cap=cap)})
     return pd.DataFrame(rows)

@@ -23,8 +23,9 @@ import pandas as pd
 import torch
 
 from .. import exact
+from ..seeding import child_seed
 from . import escape, quasipotential
-from .escape_section import nontrivial, seed_from
+from .escape_section import nontrivial
 from .finder import NoFixedPoint, coordinate_ascent, find_traps
 from .fits import arrhenius
 
@@ -107,7 +108,7 @@ def length_row(memo, model: str, trap: LengthTrap, g: dict, p: dict, gen: torch.
     before = memo.rows
     bar = quasipotential.barrier(memo, x, k, max_states=g["max_states"])
     Ts = _temperatures(bar.exponent, rows, x, memo.vocab, g)
-    runs = [escape.escape_times(memo, x, k, T, g["chains"], p["horizon"], seed_from(gen), max_jumps=p["max_moves"])
+    runs = [escape.escape_times(memo, x, k, T, g["chains"], p["horizon"], child_seed(gen), max_jumps=p["max_moves"])
             for T in Ts]
     fit = arrhenius(Ts, [(r.times, r.censored) for r in runs], n_boot=500)
     inside = bool(fit.slope_low <= bar.exponent <= fit.slope_high)

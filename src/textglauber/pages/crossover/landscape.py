@@ -22,8 +22,21 @@ def _design(design: str) -> str:
 
 
 def landscape_view(table: pd.DataFrame) -> pd.DataFrame:
-    return table[["model", "design", "n", "wells", "gamma", "complete", "finished", "states opened", "ground well",
-                  "other wells"]]
+    return table[["model", "design", "n", "wells", "gamma", "gamma low", "gamma high", "complete", "finished",
+                  "states opened", "ground well", "other wells"]]
+
+
+def _gamma_text(r) -> str:
+    """Gamma at one length: its value, "one well", its bracket where a search ran out between two
+    wells, or that the search settled no cost between the wells."""
+    if np.isnan(r.gamma):
+        return "one well"
+    if np.isfinite(r.gamma):
+        return f"{r.gamma:.3g}"
+    low, high = getattr(r, "low", np.nan), getattr(r, "high", np.nan)
+    if np.isfinite(low) and np.isfinite(high):
+        return f"between {low:.3g} and {high:.3g}"
+    return "no cost between its wells settled within the budget"
 
 
 def gamma_sentences(table: pd.DataFrame, verdicts: pd.DataFrame) -> list[str]:
@@ -31,8 +44,8 @@ def gamma_sentences(table: pd.DataFrame, verdicts: pd.DataFrame) -> list[str]:
     out = []
     for v in verdicts.to_dict("records"):
         g = table[(table.model == v["model"]) & (table.design == v["design"])].sort_values("n")
-        values = ", ".join(f"{int(r.n)}: {r.gamma:.3g}" if np.isfinite(r.gamma) else f"{int(r.n)}: one well"
-                           for r in g.itertuples())
+        g = g.rename(columns={"gamma low": "low", "gamma high": "high"})
+        values = ", ".join(f"{int(r.n)}: {_gamma_text(r)}" for r in g.itertuples())
         searched = g[~g.complete.astype(bool)]
         how = (f"every state listed up to n = {v['listed to']}" if v["listed to"] else "no length listed")
         if len(searched):
@@ -192,7 +205,10 @@ def plot_gamma(table: pd.DataFrame):
             done = g.complete.astype(bool)
             ax.plot(g.n[done], g.gamma.fillna(0.0)[done], "o", ms=3, color=line.get_color())
             ax.plot(g.n[~done], g.gamma.fillna(0.0)[~done], "o", ms=4, mfc="none", color=line.get_color())
-        ax.set_title(f"{model}: Γ(n) (open: searched)", fontsize=8)
+            if "gamma low" in g:
+                b = g[np.isinf(g.gamma) & np.isfinite(g["gamma low"]) & np.isfinite(g["gamma high"])]
+                ax.vlines(b.n, b["gamma low"], b["gamma high"], color=line.get_color(), lw=2, alpha=0.5)
+        ax.set_title(f"{model}: Γ(n) (open: searched; bars: brackets)", fontsize=8)
         ax.set_xlabel("n")
     axes[0][0].set_ylabel("Γ = W(1) − W(2) (logits)")
     axes[0][0].legend(fontsize=6)

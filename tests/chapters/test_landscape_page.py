@@ -71,10 +71,11 @@ def test_gamma_sentences_give_the_bracket_of_an_unfinished_search():
         {"model": "m", "design": "global", "n": n, "gamma": g, "gamma low": lo, "gamma high": hi, "complete": n <= 4,
          "finished": n <= 5, "wells": w, "states opened": 2 ** n if n <= 4 else 50}
         for n, g, lo, hi, w in [(4, 1.0, 1.0, 1.0, 2), (5, 1.5, 1.5, 1.5, 2), (7, math.inf, 1.2, 3.4, 2),
-                                (8, math.inf, np.nan, np.nan, 3)]])
+                                (8, math.inf, np.nan, np.nan, 3), (9, np.nan, np.nan, np.nan, 1)]])
     v = land.verdicts(t.assign(**{"tokens": "a|b", "ground well": "", "well sizes": "", "other wells": ""}))
     [text] = page.gamma_sentences(t, v)
     assert "7: between 1.2 and 3.4" in text and "8: no cost between its wells settled" in text
+    assert "9: one well found before the search ran out" in text
     assert "5: 1.5" in text and "inf" not in text
 
 

@@ -1,5 +1,6 @@
 """The barrier verdict on synthetic Gamma(n) with a known answer, named and not named."""
 import numpy as np
+import pandas as pd
 import pytest
 
 from textglauber.landscape.growth import barrier_verdict
@@ -89,3 +90,17 @@ def test_an_unsettled_length_without_a_bracket_decides_nothing():
     assert barrier_verdict(LISTED, g)[0] == "cannot tell"
     nan = np.full(len(LISTED), np.nan)
     assert barrier_verdict(LISTED, g, nan, nan)[0] == "cannot tell"
+
+
+def test_an_unfinished_search_with_one_well_is_not_read_as_no_barrier():
+    """The table's verdicts: a searched length where one well was found but the search ran out is not
+    settled, so a flat listed range followed by it is not called bounded; finished, it is."""
+    from textglauber.landscape import tables as land
+    rows = [{"model": "m", "design": "global", "n": n, "gamma": g, "gamma low": g, "gamma high": g,
+             "complete": n <= 9, "finished": True, "wells": 2} for n, g in zip(range(3, 10), [1.2] * 7)]
+    rows.append({"model": "m", "design": "global", "n": 20, "gamma": np.nan, "gamma low": np.nan,
+                 "gamma high": np.nan, "complete": False, "finished": False, "wells": 1})
+    t = pd.DataFrame(rows)
+    assert land.verdicts(t).barrier.iloc[0] == "cannot tell"
+    t.loc[t.n == 20, "finished"] = True
+    assert land.verdicts(t).barrier.iloc[0] == "bounded"

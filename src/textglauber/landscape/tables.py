@@ -97,13 +97,17 @@ def check_summary(checks: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdicts(table: pd.DataFrame) -> pd.DataFrame:
-    """Per model and design: whether the barrier grows with n (:func:`barrier_verdict`)."""
+    """Per model and design: whether the barrier grows with n (:func:`barrier_verdict`). A search that
+    found one well but did not finish has not shown that there is no second one: its Gamma counts as
+    not settled (inf), not as "one well"."""
     rows = []
     for (model, design), g in table.groupby(["model", "design"], sort=False):
         g = g.sort_values("n")
         bounds = ((g["gamma low"].to_numpy(float), g["gamma high"].to_numpy(float)) if "gamma low" in g
                   else (None, None))
-        v, words = barrier_verdict(g.n.to_numpy(), g.gamma.to_numpy(float), *bounds)
+        unsure = ~g.complete.astype(bool).to_numpy() & ~g.finished.astype(bool).to_numpy()
+        gamma = np.where(unsure & np.isnan(g.gamma.to_numpy(float)), np.inf, g.gamma.to_numpy(float))
+        v, words = barrier_verdict(g.n.to_numpy(), gamma, *bounds)
         rows.append({"model": model, "design": design, "n from": int(g.n.min()), "n to": int(g.n.max()),
                      "listed to": int(g[g.complete].n.max()) if g.complete.any() else 0,
                      "barrier": v, "words": words})

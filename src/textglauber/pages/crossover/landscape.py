@@ -30,7 +30,8 @@ def _gamma_text(r) -> str:
     """Gamma at one length: its value, "one well", its bracket where a search ran out between two
     wells, or that the search settled no cost between the wells."""
     if np.isnan(r.gamma):
-        return "one well"
+        stopped = not bool(getattr(r, "complete", True)) and not bool(getattr(r, "finished", True))
+        return "one well found before the search ran out" if stopped else "one well"
     if np.isfinite(r.gamma):
         return f"{r.gamma:.3g}"
     low, high = getattr(r, "low", np.nan), getattr(r, "high", np.nan)

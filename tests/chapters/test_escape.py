@@ -174,7 +174,7 @@ def test_the_section_protocol_sets_each_traps_holding_times_and_counts_its_cost(
     """measure_model on the tiny MLM: each trap's temperatures put its exact holding time (checked
     by finder.holding_steps, whose rows come from other batches: float32 scores differ in the last digits,
     and 1/T amplifies that to about 1e-3 in the holding time) at the log-spaced targets; every cell reports its rows and moves."""
-    p = {"seq_len": 6, "traps": 2, "chains": 6, "distances": [1, 2], "holding_decades": [2.0, 4.0],
+    p = {"seq_len": 6, "traps": 2, "candidates": 2, "chains": 6, "distances": [1, 2], "holding_decades": [2.0, 4.0],
          "temperatures": 3, "horizon": 1e8, "max_moves": 30}
     cells, fits, pre = traps.measure_model(full_scorer, "tiny", p, torch.Generator().manual_seed(0), str)
     assert len(fits) == 2 * cells.trap.nunique() and len(cells) == 3 * len(fits) and len(pre) == cells.trap.nunique()

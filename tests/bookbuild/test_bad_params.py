@@ -10,7 +10,6 @@ import copy
 import json
 import math
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 import yaml
 
 from textglauber import corpus, models
-from textglauber.profile import ProfileError, loader, notebooks
+from textglauber.profile import ProfileError, notebooks
 from textglauber.bookbuild import cli
 from textglauber.bookbuild import execute as build_execute
 from textglauber import profile as P
@@ -56,17 +55,6 @@ def no_loading(monkeypatch):
     import papermill
 
     monkeypatch.setattr(papermill, "execute_notebook", refuse("papermill.execute_notebook"))
-
-
-@pytest.fixture
-def pdir(tmp_path, monkeypatch):
-    """A params folder holding copies of the shipped profiles, which the code reads instead of params/."""
-    d = tmp_path / "params"
-    d.mkdir()
-    for f in (ROOT / "params").glob("*.yaml"):
-        shutil.copy(f, d / f.name)
-    monkeypatch.setattr(loader, "params_dir", lambda: d)
-    return d
 
 
 def shipped(name: str = "smoke") -> dict:

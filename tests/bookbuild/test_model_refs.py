@@ -20,7 +20,7 @@ from textglauber import profile as P
 from textglauber.bookbuild import preflight as build_preflight
 from textglauber.bookbuild import stamps
 from textglauber.profile import ProfileError, refs
-from test_bad_params import pdir, shipped, write  # noqa: F401  (pdir is a fixture)
+from test_bad_params import shipped, write
 
 
 def _smoke_refs(chapter: str) -> list:

@@ -293,17 +293,18 @@ def workload(profile: str) -> pd.DataFrame:
 
 
 def workloads(profiles: list[str]) -> tuple[pd.DataFrame, list[str]]:
-    """:func:`workload` of each profile that loads, and one line for each that does not (a broken
-    file in ``params/`` is named and left out; it breaks no other profile's page)."""
-    from ..profile import ProfileError
+    """:func:`workload` of each profile that passes its whole schema, and one line for each that does
+    not (a broken file in ``params/`` is named and left out; it breaks no other profile's page)."""
+    from ..profile import ProfileError, check_profile
 
     frames, broken = [], []
     for profile in profiles:
         try:
+            check_profile(profile)
             frames.append(workload(profile))
         except (ProfileError, ValueError, KeyError, TypeError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            broken.append(f"params/{profile}.yaml is left out: it does not load as a profile ({first})")
+            broken.append(f"params/{profile}.yaml is left out: it does not pass as a profile ({first})")
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["profile", "chapter", "masked rows", "typical n"])), broken
 

@@ -22,21 +22,40 @@ def where(path: Path) -> str:
         return str(path)
 
 
+def _pieces(v):
+    """The YAML flow text of ``v``, piece by piece (lazily, so that a caller can stop early)."""
+    if v is None:
+        yield "null"
+    elif isinstance(v, bool):
+        yield "true" if v else "false"
+    elif isinstance(v, (float, str)):
+        yield repr(v)
+    elif isinstance(v, dict):
+        yield "{"
+        for i, (k, x) in enumerate(v.items()):
+            yield (", " if i else "") + f"{k}: "
+            yield from _pieces(x)
+        yield "}"
+    elif isinstance(v, (list, tuple)):
+        yield "["
+        for i, x in enumerate(v):
+            if i:
+                yield ", "
+            yield from _pieces(x)
+        yield "]"
+    else:
+        yield repr(v)
+
+
 def show(value, limit: int = 80) -> str:
-    """A value as the profile writes it (YAML flow style), shortened."""
-    def fmt(v):
-        if v is None:
-            return "null"
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, float):
-            return repr(v)
-        if isinstance(v, str):
-            return repr(v)
-        if isinstance(v, dict):
-            return "{" + ", ".join(f"{k}: {fmt(x)}" for k, x in v.items()) + "}"
-        if isinstance(v, (list, tuple)):
-            return "[" + ", ".join(fmt(x) for x in v) + "]"
-        return repr(v)
-    text = fmt(value)
+    """A value as the profile writes it (YAML flow style), shortened to ``limit`` characters. The
+    text is built only up to the limit, so a huge value (a long list, a deeply shared one) costs
+    no more to show than a small one."""
+    out, size = [], 0
+    for piece in _pieces(value):
+        out.append(piece[:limit + 1])
+        size += len(out[-1])
+        if size > limit:
+            break
+    text = "".join(out)
     return text if len(text) <= limit else text[:limit - 3] + "..."

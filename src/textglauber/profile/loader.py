@@ -23,6 +23,7 @@ import yaml
 from ..paths import repo_root
 from .checks import check_raw, profile_problems
 from .errors import NAME_RE, ProfileError, where
+from .strict import read_profile_yaml
 
 
 def params_dir() -> Path:
@@ -156,12 +157,7 @@ def load_profile(profile: str, _deriving: tuple[str, ...] = ()) -> dict:
         cycle = " -> ".join(_deriving[_deriving.index(profile):] + (profile,))
         raise ProfileError(f"{where(profile_path(_deriving[-1]))}: derive = {profile!r}: the profiles derive from each "
                            f"other in a cycle ({cycle}); a chain of derive must end at a profile written out in full")
-    try:
-        spec = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ProfileError(f"{where(path)}: not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
+    spec = read_profile_yaml(path)           # bounded, no aliases, no key twice (textglauber.profile.strict)
     check_raw(spec, path)
     if "derive" in spec:
         spec = derive(load_profile(spec["derive"], _deriving + (profile,)), spec, path)

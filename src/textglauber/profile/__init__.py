@@ -9,9 +9,11 @@ runs with. One module per concept:
 - :mod:`.notebooks`  a notebook's parameters cell, and whether it matches its model
 - :mod:`.refs`       the models a chapter's parameters name (:func:`model_refs`)
 - :mod:`.messages`   a validation error as one line
-- :mod:`.checks`     the checks of a profile and a chapter's own (:func:`check_chapter`)
+- :mod:`.checks`     the checks of a profile, and of a chapter's values against its model
+- :mod:`.strict`     reading a profile file: bounded, no aliases, no key twice
 - :mod:`.loader`     reading a profile (``derive`` applied), the parameters papermill injects, and
                      ``python -m textglauber.profile PROFILE CHAPTER``
+- :mod:`.kernel`     what a chapter's kernel checks first (:func:`check_chapter`)
 
 The schema: every key, its type, its range and the relations between keys.
 
@@ -40,11 +42,12 @@ be a finite number > 0`` (:func:`check_profile` raises :class:`ProfileError` wit
 one line per problem).
 """
 from .chapters import CHAPTERS, Chapter, Cost, Escape, Phase, Traps, seed_topics_available
-from .checks import (DEFAULT_KEYS, INJECTED, artifact_problems, chapter_problems, check_chapter, check_raw,
+from .checks import (DEFAULT_KEYS, INJECTED, artifact_problems, chapter_problems, check_raw, check_values,
                      profile_problems, unknown_parameters)
 from .entries import (BoundsModel, Closed, Control, EmbeddedModel, ExactModel, IncompatibilityModel, ModelEntry,
                       ModelSpec, PhaseModel, relation)
 from .errors import NAME_RE, ProfileError, show, where
+from .kernel import anchored_results, check_chapter, profile_without_values
 from .loader import (build_order, chapter_notebooks, chapter_parameters, check_profile, derive, load_profile, main,
                      params_dir, profile_path, profiles, validate_or_exit)
 from .messages import explain, problems

@@ -1,7 +1,7 @@
 """The checks of a whole profile, run before anything loads: its top level as written
 (:func:`check_raw`), then its defaults, artifacts and every chapter's parameters as papermill would
 inject them (:func:`profile_problems`); and a chapter's own check of its namespace when its
-notebook runs (:func:`check_chapter`), which returns the values the chapter runs with."""
+notebook runs (:func:`check_values`), which returns the values the chapter runs with."""
 from __future__ import annotations
 
 import difflib
@@ -80,7 +80,7 @@ def unknown_parameters(notebook: str, values: dict) -> list[str]:
                   and isinstance(value, PARAMETER_TYPES))
 
 
-def check_chapter(notebook: str, values: dict) -> dict:
+def check_values(notebook: str, values: dict) -> dict:
     """A chapter's parameters as its notebook holds them when it runs (``values``: the notebook's
     namespace, of which the names its model declares are read), checked against that model before
     anything is computed. The build has checked the same values already; this stops a papermill

@@ -89,3 +89,36 @@ def test_a_session_folder_that_cannot_be_read_is_named_and_the_others_kept(tmp_p
     assert [r.name for r in runs] == ["a-good"]
     assert [p.split(":")[0] for p in problems] == ["b-no-record", "c-short-record", "d-cpu-only"]
     assert "lacks commit" in problems[1]
+
+
+def test_a_committed_table_cut_mid_row_is_named_with_its_rows_and_the_session_left_out(tmp_path):
+    """A file cut mid-row still parses (pandas fills the cut row with NaN), so only the record's
+    digest and row count tell it apart: the session is named, the file and its complete rows given."""
+    folder = tmp_path / SESSION
+    shutil.copytree(gpu_data_root() / SESSION, folder)
+    victim = folder / "bench-h200-n128-bfloat16.csv"
+    text = victim.read_text()
+    victim.write_text(text[: text.rindex("\n", 0, len(text) - 1) - 40])      # the last row gone, the one before cut
+    runs, problems = gpu_data.gpu_runs(tmp_path)
+    assert runs == [] and len(problems) == 1
+    line = problems[0]
+    assert line.startswith(f"{SESSION}: bench-h200-n128-bfloat16.csv is not the file its record lists")
+    assert "(7 complete rows of 8, 21 columns; the record: 9 rows, 21 columns)" in line
+    assert "\n" not in line
+
+
+def test_a_table_not_listed_or_missing_is_named(tmp_path):
+    folder = tmp_path / SESSION
+    shutil.copytree(gpu_data_root() / SESSION, folder)
+    shutil.copy(folder / "bench-h200-n20-float32.csv", folder / "bench-extra.csv")
+    (folder / "bench-h200-n64-float32.csv").unlink()
+    problems = gpu_data.gpu_runs(tmp_path)[1]
+    assert "bench-extra.csv is not listed in record.json" in problems[0]
+    assert "bench-h200-n64-float32.csv is missing" in problems[0]
+
+
+def test_the_committed_record_lists_exactly_its_tables():
+    folder = gpu_data_root() / SESSION
+    record = json.loads((folder / gpu_data.RECORD).read_text())
+    assert sorted(record["files"]) == sorted(p.name for p in folder.glob("*.csv"))
+    assert all(record["files"][p.name] == gpu_data.table_entry(p) for p in folder.glob("*.csv"))

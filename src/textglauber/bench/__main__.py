@@ -64,8 +64,28 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+CEILINGS = {"batches": 4096, "lengths": 510, "steps": 100_000, "rounds": 100, "loop_chains": 4096, "chains": 4096,
+            "trap_steps": 10_000_000, "plain_steps": 100_000, "near_one_rounds": 100}
+"""The most each count of the benchmark may ask for (a list: each of its values). None of its runs
+needs more than a tenth of these (a GPU's batches to 1024, the preprint's 10^4-step chains, at most 7
+rounds); past them a run is minutes to days of one cell, or memory the allocator cannot give."""
+
+
+def over_ceiling(a) -> str | None:
+    """One line naming the first count of ``a`` past its :data:`CEILINGS`, or None."""
+    for key, most in CEILINGS.items():
+        value = getattr(a, key, None)
+        for v in value if isinstance(value, list) else [value]:
+            if v is not None and v > most:
+                return f"--{key.replace('_', '-')} {v}: at most {most} (textglauber.bench.__main__.CEILINGS)"
+    return None
+
+
 def main(argv=None) -> int:
     a = _parser().parse_args(argv)
+    line = over_ceiling(a)
+    if line:
+        raise SystemExit(line)
     if a.metastable:
         return _main_metastable(a, argv)
     return _main_throughput(a, argv)

@@ -56,7 +56,7 @@ class Phase(Closed):
     temperatures: ListOf(PosNum, "finite numbers > 0", min_length=2, distinct=True)
     tmix_max_states: Int(ge=4, le=PHASE_TMIX_MAX_STATES)
     calibration_n: Int(ge=2)
-    calibration_pairs: Int(ge=10)
+    calibration_pairs: Int(ge=10, le=100_000)
     passages: Int(ge=1, le=20)
     passage_max_n: Int(ge=3, le=PHASE_MAX_N)
     landscape: Landscape
@@ -99,7 +99,7 @@ class Incompatibility(Chapter):
     control: Optional[Control]
     seq_len: Length(Int(ge=2))         # a rectangle changes two distinct sites
     n_rectangles: PosInt
-    top_k: PosInt
+    top_k: Int(ge=1, le=1000)
     temperature: PosNum
     grid_k: Int(ge=0)
     n_grids: Count0
@@ -158,7 +158,7 @@ class Crossover(Chapter):
     budget_sweeps: PosNum
     reference_sweeps: PosNum
     fast_within: PosNum
-    power_replicates: PosInt
+    power_replicates: Int(ge=1, le=1000)
     phase: Phase
 
     @model_validator(mode="after")
@@ -191,10 +191,10 @@ class EscapeGrowth(Closed):
     models: ListOf(ModelSpec, "model entries {name, ...}")
     lengths: ListOf(Length(Int(ge=4)), "integers >= 4, increasing", distinct=True)
     traps: PosInt
-    max_states: PosInt
+    max_states: Int(ge=1, le=100_000)
     check_lengths: ListOf(Int(ge=4), "lengths of escape.growth.lengths", min_length=0, distinct=True)
     temperature: PosNum
-    chains: Int(ge=2)
+    chains: Int(ge=2, le=10_000)
 
     @model_validator(mode="after")
     def _relations(self):
@@ -215,7 +215,7 @@ class EscapeLength(Closed):
     models: ListOf(ModelSpec, "model entries {name, ...}")
     lengths: ListOf(Length(Int(ge=2)), "at least 3 integers >= 2, increasing", min_length=3, distinct=True)
     traps: PosInt
-    max_states: PosInt
+    max_states: Int(ge=1, le=100_000)
     temperatures: Int(ge=4)
     holding_decades: ListOf(Num(ge=0, le=15), "two numbers in [0, 15], the first smaller", min_length=2)
     chains: Int(ge=2)
@@ -241,12 +241,12 @@ class Escape(Closed):
     holding_decades: ListOf(Num(ge=0, le=15), "two numbers in [0, 15], the first smaller", min_length=2)
     temperatures: Int(ge=2)
     horizon: Num(ge=1)
-    max_moves: PosInt            # events (single jumps and superbasin exits) a chain may make
+    max_moves: Int(ge=1, le=100_000)           # events (single jumps and superbasin exits) a chain may make
     exact_models: ListOf(ExactModel, "model entries {name, tokens, n}")
     exact_temperatures: Temperatures
     exact_distances: ListOf(PosInt, "integers >= 1", distinct=True)
     exact_chains: Int(ge=2)
-    exact_max_moves: PosInt      # events a chain of the exactness check may make
+    exact_max_moves: Int(ge=1, le=100_000)     # events a chain of the exactness check may make
     growth: EscapeGrowth
     candidates: PosInt               # traps found before the section picks ``traps`` (non-trivial ones first)
     length: EscapeLength
@@ -299,6 +299,8 @@ class Traps(Chapter):
                                                   "(a window spans two records)")
         if self.window > self.steps:
             raise relation("window", self.window, f"must be at most steps = {self.steps}")
+        if self.checkpoint_every > self.steps:
+            raise relation("checkpoint_every", self.checkpoint_every, f"must be at most steps = {self.steps}")
         return self
 
 
@@ -355,7 +357,7 @@ class Holding(Closed):
     temperatures: Temperatures
     deepest: PosInt
     chains: PosInt
-    steps: PosInt
+    steps: Int(ge=1, le=10**8)
 
 
 class IsingSeparation(Closed):
@@ -373,8 +375,8 @@ class IsingFit(Closed):
     coupling_scale: Num(ge=0)
     field_scale: Num(ge=0)
     model_seed: Seed
-    sample_size: PosInt
-    replicates: PosInt
+    sample_size: Int(ge=1, le=100_000)
+    replicates: Int(ge=1, le=1000)
 
 
 class GroundTruth(Chapter):

@@ -340,3 +340,35 @@ def test_a_papermill_run_that_fails_late_leaves_the_builds_tables_and_stamp(tmp_
     assert C.status(stamp, json.loads(stamp_before)["inputs"], C.executed_notebook(bld / PROFILE, "traps"), folder)[0]
     row = {r["chapter"]: r["this run"] for r in findings.collect(res, PROFILE, C.stamps_dir(bld / PROFILE)).rows}
     assert "traps" in row["traps"] and not row["traps"].startswith(("Not run", "Not read"))
+
+
+def test_a_kernel_killed_mid_chapter_is_one_line_naming_the_chapter_and_that_the_tables_were_kept(tmp_path):
+    """A real kernel, killed by its own cell (as the OOM killer would): papermill's DeadKernelError
+    used to end the build in some 50 lines that named no chapter."""
+    import nbformat
+    import papermill
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")])
+    src = tmp_path / "dies.ipynb"
+    nbformat.write(nb, src)
+    with pytest.raises(SystemExit) as exc:
+        build_execute.failed_in_one_line(PROFILE, "traps", tmp_path, lambda: papermill.execute_notebook(
+            str(src), str(tmp_path / "out.ipynb"), kernel_name="python3", progress_bar=False))
+    line = str(exc.value)
+    assert "\n" not in line and f"[{PROFILE}] chapter 'traps' failed: its kernel died" in line
+    assert "last complete results and stamp are kept" in line
+
+
+def test_a_full_disk_while_writing_a_stamp_names_the_stamp(tmp_path, monkeypatch):
+    """json.dump's write fails with ENOSPC and no file name; the stamp's path is named."""
+    from textglauber import provenance
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(provenance.json, "dump", full)
+    stamp = tmp_path / "stamps" / "traps.json"
+    with pytest.raises(SystemExit) as exc:
+        build_execute.failed_in_one_line(PROFILE, "traps", tmp_path, provenance.write_json_atomic, stamp, {"a": 1})
+    line = str(exc.value)
+    assert "\n" not in line and f"{stamp}: No space left on device" in line and "free space" in line
+    assert not list(stamp.parent.glob("*.tmp"))

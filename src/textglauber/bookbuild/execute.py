@@ -130,7 +130,7 @@ def run_chapters(profile: str, spec: dict, chapters: list[str], staged: Path, re
             raise SystemExit(problem)
         print(f"[{profile}] {ch} runs: {forced or why}", flush=True)
         seconds = failed_in_one_line(profile, ch, staged, execute, profile, ch, staged, results_root, spec)
-        stamps.write_stamp(stamp, inputs, nb, results_root / profile / ch, seconds)
+        failed_in_one_line(profile, ch, staged, stamps.write_stamp, stamp, inputs, nb, results_root / profile / ch, seconds)
         done.append(ch)
     return done
 
@@ -140,11 +140,15 @@ def failed_in_one_line(profile: str, chapter: str, staged: Path, fn, *args):
     error, the file where it can be read in full, and that the last good results are kept (the
     run's tables never replaced them: :func:`textglauber.results.chapter_dir`). A chapter's own
     one-line errors (a refused parameter, a full disk) read as they are."""
+    from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
     kept = "its last complete results and stamp are kept"
     try:
         return fn(*args)
+    except DeadKernelError:
+        raise SystemExit(f"[{profile}] chapter {chapter!r} failed: its kernel died (killed, or out of memory) ({kept}; "
+                         f"the run's notebook as far as it got: {stamps.partial_notebook(staged, chapter)})") from None
     except PapermillExecutionError as exc:
         detail = " ".join(str(exc.evalue).split()) or exc.ename
         raise SystemExit(f"[{profile}] chapter {chapter!r} failed: {exc.ename}: {detail} ({kept}; the failed "

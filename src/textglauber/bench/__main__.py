@@ -86,6 +86,10 @@ def main(argv=None) -> int:
     line = over_ceiling(a)
     if line:
         raise SystemExit(line)
+    try:
+        pick_dtype(a.dtype, pick_device(a.device))     # a device this machine lacks, an unknown dtype: one line
+    except (ValueError, RuntimeError) as exc:
+        raise SystemExit(f"--device {a.device} --dtype {a.dtype}: {exc}") from None
     if a.metastable:
         return _main_metastable(a, argv)
     return _main_throughput(a, argv)

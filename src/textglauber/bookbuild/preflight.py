@@ -34,10 +34,27 @@ def preflight(profile: str, chapters: list[str]) -> None:
             check(items)
         except error as exc:
             problems.append(str(exc))
+    problems += device_problems(profile, chapters)       # a device this machine does not have
     problems += window_problems(profile, chapters)       # a window longer than its corpus holds
     problems += _asked_problems(profile, wanted)            # a length its model cannot take, a token it lacks
     if problems:
         raise SystemExit(f"profile {profile!r} cannot run:\n" + "\n".join(problems))
+
+
+def device_problems(profile: str, chapters: list[str]) -> list[str]:
+    """A chapter whose ``device`` or ``dtype`` this machine cannot give (``cuda`` where CUDA is not
+    available, say): one line each, naming the profile file, the chapter and the value, before any
+    model loads (:mod:`textglauber.device` decides both, and its refusal is the line)."""
+    from ..device import pick_device, pick_dtype
+
+    out = []
+    for ch in chapters:
+        prm = P.chapter_parameters(profile, ch)
+        try:
+            pick_dtype(prm.get("dtype"), pick_device(prm.get("device")))
+        except (ValueError, RuntimeError) as exc:
+            out.append(f"{P.where(P.profile_path(profile))}: chapter {ch!r}: device = {prm.get('device')!r}: {exc}")
+    return out
 
 
 def _asked_problems(profile: str, wanted: dict) -> list[str]:

@@ -16,7 +16,7 @@ re-execution can say which input changed):
   sections such as ``escape``, embedders, topic scorers, the training run it describes): a trained
   run's manifest and weights, a local directory's files (content digests), an installed package's
   distribution and version, a hub id with its revision and the commit in the local cache; ``tiny-*``
-  models are built from code and keyed by name;
+  models by name and by their built files' content (weights edited in the cache are seen);
 - ``corpora``: package data (in ``code`` already), the versions of the packages that ship a
   corpus, a local copy's or local path's content digests, MS MARCO's hub id where no copy exists;
 - ``reads``: the result files of the chapters it ``reads`` (see :mod:`textglauber.profile`), their
@@ -123,8 +123,10 @@ def _hub_commit(repo: str, revision: str | None) -> str | None:
 
 def model_identity(name: str) -> dict:
     """What identifies one named model's weights (see the module docstring)."""
-    if name.startswith("tiny-"):
-        return {"built from code": name}
+    if name.startswith("tiny-"):                 # built from code once, then read from its cache folder like any
+        from ..models import tiny                 # local model: its files' content, so an edit in place is seen
+
+        return {"built from code": name, "files": digest(tree_digests(tiny.build(name)))}
     if name in EMBEDDER_PACKAGES:
         from importlib.util import find_spec
 

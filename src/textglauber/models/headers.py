@@ -11,6 +11,19 @@ from pathlib import Path
 REFETCH = "Fix: download or copy the model again (a file cut short is most often a download or copy that stopped)"
 
 
+def refetch(path: Path) -> str:
+    """The fix for a damaged weights file at ``path``: a tiny model's cache folder is built from code,
+    so it is deleted and built again on next use; any other model is downloaded or copied again."""
+    from .tiny import cache_root          # torch and the corpus: only when a file is found damaged
+
+    cache = cache_root() / "tiny"
+    try:
+        folder = cache / Path(path).resolve().relative_to(cache.resolve()).parts[0]
+    except (ValueError, IndexError):
+        return REFETCH
+    return f"Fix: delete {folder} (a tiny model, built from code): the next run builds it again"
+
+
 def gguf_architecture(path: Path) -> str | None:
     """``general.architecture`` from a GGUF file's header (the key-value section only)."""
     fixed = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
@@ -106,7 +119,7 @@ def _safetensors_problem(path: Path) -> str | None:
     try:
         safetensors_shapes(path)
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-        return f"{exc}. {REFETCH}"
+        return f"{exc}. {refetch(path)}"
     return None
 
 
@@ -117,19 +130,19 @@ def _bin_problem(path: Path) -> str | None:
     with open(path, "rb") as f:
         head = f.read(4)
     if not head:
-        return f"{path} is empty. {REFETCH}"
+        return f"{path} is empty. {refetch(path)}"
     if head == b"PK\x03\x04":
         try:
             with zipfile.ZipFile(path) as z:
                 names = z.namelist()
         except (zipfile.BadZipFile, OSError, ValueError) as exc:
-            return f"{path} is cut short or damaged: its zip directory cannot be read ({exc}). {REFETCH}"
+            return f"{path} is cut short or damaged: its zip directory cannot be read ({exc}). {refetch(path)}"
         if not any(n.endswith("data.pkl") for n in names):
-            return f"{path} is a zip archive but not a PyTorch checkpoint (it holds no data.pkl). {REFETCH}"
+            return f"{path} is a zip archive but not a PyTorch checkpoint (it holds no data.pkl). {refetch(path)}"
         return None
     if head[:1] == b"\x80":
         return None
-    return f"{path} is neither a PyTorch checkpoint (a zip archive) nor a pickle. {REFETCH}"
+    return f"{path} is neither a PyTorch checkpoint (a zip archive) nor a pickle. {refetch(path)}"
 
 
 def _index_problem(index: Path, check) -> str | None:
@@ -137,12 +150,12 @@ def _index_problem(index: Path, check) -> str | None:
     try:
         files = sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))
     except (OSError, ValueError, AttributeError) as exc:
-        return f"{index} is not a readable index of shards ({exc}). {REFETCH}"
+        return f"{index} is not a readable index of shards ({exc}). {refetch(index)}"
     missing = [f for f in files if not (index.parent / f).is_file()]
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         return (f"{index} lists {len(missing)} shard(s) that are not in {index.parent} "
-                f"({', '.join(missing[:3])}{more}). {REFETCH}")
+                f"({', '.join(missing[:3])}{more}). {refetch(index)}")
     for f in files:
         problem = _weights_file_problem(index.parent / f, check)
         if problem:

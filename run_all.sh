@@ -9,6 +9,8 @@
 #   ./run_all.sh --no-book               execute chapters only
 #   ./run_all.sh --build-dir D --results R   staging/site folder and results folder (default _build, results)
 #   ./run_all.sh --max-hours H           allow a chapter expected to take up to H hours on the CPU (default 24)
+#   ./run_all.sh --scheduler S           run the chapters' independent units on S: serial (default), local:N
+#                                        (N Dask worker processes here) or tcp://HOST:PORT (a running Dask scheduler)
 #   ./run_all.sh test [PYTEST ARGS]      the test suite (offline, CPU); no test collected is a failure
 #   ./run_all.sh lock                    re-freeze requirements.lock from the current environment
 #
@@ -61,7 +63,7 @@ case "${1:-}" in
     exit 0
     ;;
   -h|--help)
-    sed -n '2,15p' "$0"; exit 0
+    sed -n '2,17p' "$0"; exit 0
     ;;
 esac
 
@@ -76,6 +78,7 @@ value_of() {
       --profile) die "--profile needs a value: a profile name (known: $(known_profiles))" ;;
       --chapter) die "--chapter needs a value: a chapter name of the profile" ;;
       --max-hours) die "--max-hours needs a value: a number of hours" ;;
+      --scheduler) die "--scheduler needs a value: serial, local:N or tcp://HOST:PORT" ;;
       *) die "$opt needs a value: a folder" ;;
     esac
   fi
@@ -86,11 +89,11 @@ args=()
 profile=$DEFAULT_PROFILE
 while [ $# -gt 0 ]; do
   case "$1" in
-    --profile|--chapter|--build-dir|--results|--max-hours)
+    --profile|--chapter|--build-dir|--results|--max-hours|--scheduler)
       v=$(value_of "$1" "${2:-}") || exit 2
       if [ "$1" = --profile ]; then profile=$v; else args+=("$1" "$v"); fi
       shift 2 ;;
-    --profile=*|--chapter=*|--build-dir=*|--results=*|--max-hours=*)
+    --profile=*|--chapter=*|--build-dir=*|--results=*|--max-hours=*|--scheduler=*)
       v=$(value_of "${1%%=*}" "${1#*=}" 1) || exit 2
       if [ "${1%%=*}" = --profile ]; then profile=$v; else args+=("${1%%=*}" "$v"); fi
       shift ;;

@@ -19,7 +19,7 @@ over only through the landscape and the covering chains' transfer bound.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -183,39 +183,68 @@ def calibration(lm, p: dict, made: list, rng: np.random.Generator) -> pd.DataFra
     return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)
 
 
-def run(p: dict, *, device: str, dtype: str, on_missing_model: str, gen: torch.Generator) -> PhaseRun:
-    """The phase section for a profile's ``phase`` parameters: every model of ``p['models']`` that
-    can be had (else a note, or an error under ``on_missing_model='fail'``). The seeds of every
-    model's passages, landscape search and calibration are drawn from ``gen`` before any model is
-    opened, so a skipped model changes no other model's rows."""
+@dataclass
+class ModelPart:
+    """What one model contributes to :class:`PhaseRun`: one unit of work (:func:`model_part`)."""
+
+    table: pd.DataFrame | None = None
+    calibration: pd.DataFrame | None = None
+    landscape: pd.DataFrame | None = None
+    check: pd.DataFrame | None = None
+    covering: pd.DataFrame | None = None
+    cost: dict | None = None
+    notes: list = field(default_factory=list)
+
+
+def model_part(p: dict, spec: dict, seeds: tuple[int, int, int], device: str, dtype: str,
+               on_missing_model: str) -> ModelPart:
+    """One model's rows of every phase table, from its three seeds (passages, pairs, search): a unit
+    of work that runs the same in this process or on a worker (:mod:`textglauber.scheduler`)."""
     from . import models
+
+    passage_seed, pair_seed, search_seed = seeds
+    notes: list = []
+    lm = models.or_skip(on_missing_model, notes, spec["name"], models.load, spec["name"], kind="mlm",
+                        device=device, dtype=dtype)
+    if lm is None:
+        return ModelPart(notes=notes)
+    began = time.perf_counter()
+    made = designs(lm, spec, p, passage_seed)
+    part = model_table(lm, spec, p, made, np.random.default_rng(search_seed))
+    cal = calibration(lm, p, made, np.random.default_rng(pair_seed))
+    cover = covering(lm, spec, p, made)
+    cost = {"model": lm.name, "max_n": int(spec["max_n"]), "rows_scored": int(part.table.drop_duplicates(
+        ["design", "n"]).rows_scored.sum()), "seconds": time.perf_counter() - began}
+    return ModelPart(part.table, cal, part.landscape, part.check, cover, cost, notes)
+
+
+def run(p: dict, *, device: str, dtype: str, on_missing_model: str, gen: torch.Generator,
+        scheduler: str | None = None) -> PhaseRun:
+    """The phase section for a profile's ``phase`` parameters: every model of ``p['models']`` that
+    can be had (else a note, or an error under ``on_missing_model='fail'``), one unit of work per
+    model (:func:`model_part`) on ``scheduler`` (:mod:`textglauber.scheduler`; None: its setting from
+    the environment, serial by default). The seeds of every model's passages, landscape search and
+    calibration are drawn from ``gen`` before any unit runs, so neither a skipped model nor the
+    scheduler changes any model's rows."""
     from .landscape import tables as land
     from .phase import covering as cov
+    from .scheduler import run_all
 
     seeds = [(child_seed(gen), child_seed(gen), child_seed(gen)) for _ in p["models"]]
-    tables, cals, lands, checks, covers, cost, notes = [], [], [], [], [], [], []
-    for spec, (passage_seed, pair_seed, search_seed) in zip(p["models"], seeds):
-        lm = models.or_skip(on_missing_model, notes, spec["name"], models.load, spec["name"], kind="mlm",
-                            device=device, dtype=dtype)
-        if lm is None:
-            continue
-        began = time.perf_counter()
-        made = designs(lm, spec, p, passage_seed)
-        part = model_table(lm, spec, p, made, np.random.default_rng(search_seed))
-        cals.append(calibration(lm, p, made, np.random.default_rng(pair_seed)))
-        covers.append(covering(lm, spec, p, made))
-        tables.append(part.table)
-        lands.append(part.landscape)
-        checks.append(part.check)
-        cost.append({"model": lm.name, "max_n": int(spec["max_n"]), "rows_scored": int(part.table.drop_duplicates(
-            ["design", "n"]).rows_scored.sum()), "seconds": time.perf_counter() - began})
+    units = [(f"crossover, phase section, model {spec['name']}", model_part,
+              (p, spec, s, device, dtype, on_missing_model)) for spec, s in zip(p["models"], seeds)]
+    parts = run_all(units, scheduler)
+    notes = [note for part in parts for note in part.notes]
+    done = [part for part in parts if part.table is not None]
 
-    def joined(parts, columns):
-        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+    def joined(name, columns):
+        frames = [getattr(part, name) for part in done]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
-    return PhaseRun(joined(tables, phase.COLUMNS), joined(cals, CALIBRATION_COLUMNS),
-                    pd.DataFrame(cost, columns=["model", "max_n", "rows_scored", "seconds"]), notes,
-                    joined(lands, land.COLUMNS), joined(checks, land.CHECK_COLUMNS), joined(covers, cov.COVERING_COLUMNS))
+    return PhaseRun(joined("table", phase.COLUMNS), joined("calibration", CALIBRATION_COLUMNS),
+                    pd.DataFrame([part.cost for part in done], columns=["model", "max_n", "rows_scored", "seconds"]),
+                    notes, joined("landscape", land.COLUMNS), joined("check", land.CHECK_COLUMNS),
+                    joined("covering", cov.COVERING_COLUMNS))
 
 
 HOT_COLUMNS = ["model", "design", "temperature", "n from", "n to", "ratio min", "ratio max", "verdict", "words"]

@@ -30,10 +30,12 @@ time left about every minute (:mod:`textglauber.bookbuild.plan`,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from .. import profile as P
+from .. import scheduler
 from ..paths import repo_root
 from . import locks, plan, stamps
 from .artifacts import artifacts_needed, build_artifacts
@@ -54,7 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", default=str(repo_root() / "results"))
     ap.add_argument("--max-hours", type=float, default=plan.MAX_HOURS,
                     help=f"refuse a chapter expected to take longer on the CPU (default {plan.MAX_HOURS:g})")
+    ap.add_argument("--scheduler", default=None,
+                    help="where the chapters' independent units run: serial (default), local:N, or tcp://HOST:PORT "
+                         "(a running Dask scheduler); the chapters read it from $" + scheduler.ENV)
     a = ap.parse_args(argv)
+    try:                                          # a malformed or unreachable scheduler: one line, before anything
+        os.environ[scheduler.ENV] = scheduler.check_reachable(a.scheduler)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     P.validate_or_exit(a.profile, a.chapter)     # every key, type, range and relation, before anything loads
     try:
         spec = P.load_profile(a.profile)

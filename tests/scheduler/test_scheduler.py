@@ -1,0 +1,156 @@
+"""Where units of work run (issue 64): the setting, refused in one line before any compute when it
+is malformed or its scheduler cannot be reached; units run in worker processes on ``local:2``; a
+unit that fails is named; a worker killed mid-unit costs nothing; and the phase section's tables
+are identical, bit for bit, serially and on two workers."""
+import os
+import socket
+
+import pandas as pd
+import pytest
+import torch
+
+from textglauber import scheduler
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("value", ["local:0", "local:x", "locale:2", "tcp://nohost", "dask", "local:65"])
+def test_a_malformed_setting_is_one_line_naming_it(value):
+    with pytest.raises(ValueError) as exc:
+        scheduler.setting(value)
+    assert str(exc.value).startswith(f"scheduler = {value!r}: must be 'serial', 'local:N'") and "\n" not in str(exc.value)
+
+
+def test_the_default_is_serial_and_the_environment_sets_it(monkeypatch):
+    monkeypatch.delenv(scheduler.ENV, raising=False)
+    assert scheduler.setting() == "serial"
+    monkeypatch.setenv(scheduler.ENV, "local:3")
+    assert scheduler.setting() == "local:3" and scheduler.setting("serial") == "serial"
+
+
+def test_an_unreachable_scheduler_is_refused_before_any_unit_runs():
+    with socket.socket() as s:                     # a port nothing listens on: bound, then closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ran = []
+    with pytest.raises(ValueError) as exc:
+        scheduler.run_all([("u", ran.append, (1,))], f"tcp://127.0.0.1:{port}")
+    assert f"scheduler = 'tcp://127.0.0.1:{port}': cannot be reached" in str(exc.value) and ran == []
+
+
+def test_the_build_refuses_an_unreachable_scheduler_in_one_line(capsys):
+    from textglauber.bookbuild import cli
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--profile", "smoke", "--scheduler", "tcp://127.0.0.1:1"])
+    assert "scheduler = 'tcp://127.0.0.1:1': cannot be reached" in str(exc.value)
+
+
+def test_a_failing_unit_is_named_serially_and_on_workers():
+    for where in ("serial", "local:2"):
+        with pytest.raises(scheduler.UnitFailed) as exc:
+            scheduler.run_all([("traps, escape, model m, cell (1, 2, 0.5)", int, ("not a number",))], where)
+        assert str(exc.value).startswith("traps, escape, model m, cell (1, 2, 0.5): ValueError: invalid literal")
+
+
+def test_units_run_in_two_worker_processes_and_come_back_in_order():
+    got = scheduler.run_all([(f"drill {k}", scheduler.drill, (k,)) for k in range(12)], "local:2")
+    assert [v for v, _ in got] == [k * k for k in range(12)]
+    pids = {pid for _, pid in got}
+    assert len(pids) == 2 and os.getpid() not in pids
+
+
+def test_a_worker_killed_mid_unit_has_its_unit_run_again_elsewhere(tmp_path):
+    marker = tmp_path / "died"
+    units = [(f"drill {k}", scheduler.drill, (k, str(marker) if k == 3 else None)) for k in range(6)]
+    got = scheduler.run_all(units, "local:2")
+    assert marker.exists()                          # a worker did die running unit 3
+    assert [v for v, _ in got] == [k * k for k in range(6)]
+
+
+PHASE = {"models": [{"name": "tiny-mlm", "pair": ["the", "dog"], "corpus": "tiny", "max_n": 5},
+                    {"name": "tiny-mlm", "pair": ["a", "cat"], "corpus": "tiny", "max_n": 4}], "min_n": 3,
+         "temperatures": [0.5, 2.0], "tmix_max_states": 32, "calibration_n": 4,
+         "calibration_pairs": 50, "passages": 2, "passage_max_n": 4,
+         "landscape": {"lengths": [7], "passages": 1, "starts": 2, "max_states": 20},
+         "covering": {"lengths": [3], "temperatures": [0.05], "eps": 0.05, "max_states": 400}}
+
+
+def _phase(where):
+    from textglauber import phasegrid
+
+    return phasegrid.run(PHASE, device="cpu", dtype="float32", on_missing_model="fail",
+                         gen=torch.Generator().manual_seed(0), scheduler=where)
+
+
+def _serial_at_one_thread():
+    """The serial run at the thread count units have on workers (see the test below)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _phase("serial")
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _same_phase(a, b):
+    for name in ("table", "calibration", "landscape", "landscape_check", "covering"):
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True, obj=name)
+    pd.testing.assert_frame_equal(a.cost.drop(columns="seconds"), b.cost.drop(columns="seconds"), check_exact=True)
+
+
+def test_the_phase_section_is_identical_serially_and_on_one_and_two_workers(monkeypatch):
+    """Two models (two units), every table of the section compared bit for bit (only the cost
+    table's wall time differs by nature). Units on workers run torch on one thread, so the serial
+    run is made at one thread too: float32 matrix products may round differently at another thread
+    count (the last digit of a Gamma, 2.412633 against 2.412634, at two threads)."""
+    serial = _serial_at_one_thread()
+    assert len(serial.table) and {"the|dog", "a|cat"} <= set(serial.table.tokens)
+    for where in ("local:1", "local:2"):
+        _same_phase(serial, _phase(where))
+
+
+@pytest.fixture
+def cluster_from_the_command_line(tmp_path):
+    """A Dask scheduler and two workers started as separate commands, as on a cluster; its address."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    addr = f"tcp://127.0.0.1:{port}"
+    bin_ = Path(sys.executable).parent
+    log = open(tmp_path / "cluster.log", "w")
+    procs = [subprocess.Popen([str(bin_ / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--no-dashboard"], stdout=log, stderr=log)]
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        procs += [subprocess.Popen([str(bin_ / "dask"), "worker", addr, "--nthreads", "1", "--no-dashboard"],
+                                   stdout=log, stderr=log) for _ in range(2)]
+        from distributed import Client
+
+        with Client(addr, timeout="30s") as c:
+            c.wait_for_workers(2, timeout=120)
+        yield addr
+    finally:
+        for p in procs[::-1]:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
+        log.close()
+
+
+def test_a_scheduler_and_workers_started_from_the_command_line_give_the_same_tables(cluster_from_the_command_line):
+    addr = cluster_from_the_command_line
+    got = scheduler.run_all([(f"drill {k}", scheduler.drill, (k,)) for k in range(12)], addr)
+    assert [v for v, _ in got] == [k * k for k in range(12)]
+    assert len({pid for _, pid in got}) == 2 and os.getpid() not in {pid for _, pid in got}
+    _same_phase(_serial_at_one_thread(), _phase(addr))

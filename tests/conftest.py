@@ -76,3 +76,19 @@ def joint_chain(k: int, n: int, seed: int):
     log_mu = random_joint(k, n, seed=seed)
     sc = exact.JointScorer(np.arange(k), n, log_mu)
     return sc, normalised(log_mu), exact.glauber_kernel(sc, n, 1.0)
+
+
+@pytest.fixture
+def pdir(tmp_path, monkeypatch):
+    """A params folder holding copies of the shipped profiles, which the code reads instead of params/."""
+    import shutil
+    from pathlib import Path
+
+    from textglauber.profile import loader
+
+    d = tmp_path / "params"
+    d.mkdir()
+    for f in (Path(__file__).resolve().parents[1] / "params").glob("*.yaml"):
+        shutil.copy(f, d / f.name)
+    monkeypatch.setattr(loader, "params_dir", lambda: d)
+    return d

@@ -39,7 +39,10 @@ def profile_without_values(notebook: str, values: dict) -> str | None:
     parameter still holds the notebook's default (the smoke profile's values) while P's differ, so the
     chapter would write results under P's name that P never asked for. The build, and a run given
     what ``python -m textglauber.profile P CHAPTER`` prints, inject them all."""
-    defaults = notebook_parameters(repo_root() / notebook)
+    path = repo_root() / notebook
+    if not path.is_file():
+        return None                                   # no notebook, no defaults a run could have kept
+    defaults = notebook_parameters(path)
     profile = values.get("profile")
     if profile is None or profile == defaults.get("profile"):
         return None

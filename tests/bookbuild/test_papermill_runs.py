@@ -56,3 +56,18 @@ def test_an_absolute_results_folder_is_kept_as_given(tmp_path):
     nb = "book/05_traps.ipynb"
     got = P.check_chapter(nb, {**P.notebook_parameters(ROOT / nb), "results_root": str(tmp_path)})
     assert got["results_root"] == str(tmp_path)
+
+
+SMOKE = sorted({(c, e["notebook"]) for c, e in P.load_profile("smoke")["chapters"].items()})
+
+
+@pytest.mark.parametrize("chapter,notebook", SMOKE)
+def test_a_bare_papermill_run_runs_the_smoke_profiles_values(chapter, notebook):
+    """A run given no parameters at all names itself ``smoke`` (the cell's ``profile``), so the cell's
+    defaults must be what the smoke build injects, key by key: otherwise ``results/smoke/<chapter>``
+    would hold tables the smoke profile never asked for."""
+    defaults = P.notebook_parameters(ROOT / notebook)
+    assert defaults["profile"] == "smoke"
+    injected = P.chapter_parameters("smoke", chapter)
+    differ = {k: (defaults.get(k), v) for k, v in injected.items() if k not in P.INJECTED and defaults.get(k) != v}
+    assert not differ, f"{notebook}: the parameters cell differs from params/smoke.yaml at {differ}"

@@ -376,11 +376,12 @@ def test_a_window_longer_than_the_corpus_is_refused_by_the_preflight_without_a_m
     spec["chapters"]["traps"]["parameters"]["window"] = 100
     name = write(pdir, "long", spec)
     P.check_profile(name)                                        # the schema cannot see it
-    lines = build_preflight.window_problems(name, ["traps", "crossover", "ground_truth"])
+    lines = build_preflight.window_problems(name, {c: P.chapter_parameters(name, c) for c in ["traps", "crossover", "ground_truth"]})
     assert len(lines) == 1
     assert lines[0].startswith(f"{pdir / 'long.yaml'}: chapter 'traps': seq_len = 5000: a window of 5000 tokens is "
                                "longer than corpus 'tiny' holds (at most "), lines
-    assert build_preflight.window_problems("smoke", ["incompatibility", "bounds", "crossover", "traps"]) == []
+    assert build_preflight.window_problems("smoke", {c: P.chapter_parameters("smoke", c) for c in
+                                                             ["incompatibility", "bounds", "crossover", "traps"]}) == []
 
 
 # --------------------------------------------------------------------------- run_all.sh

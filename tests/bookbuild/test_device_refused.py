@@ -3,6 +3,7 @@ build's pre-flight and in the benchmark, where it used to end in a traceback."""
 import pytest
 import torch
 
+from textglauber import profile as P
 from textglauber.bench import __main__ as bench_cli
 from textglauber.bookbuild import preflight
 
@@ -13,11 +14,17 @@ def test_a_profile_asking_for_cuda_on_a_cpu_machine_is_named_in_the_preflight(pd
     text = (pdir / "smoke.yaml").read_text()
     assert "  device: auto" in text
     (pdir / "gpuonly.yaml").write_text(text.replace("  device: auto", "  device: cuda", 1).replace("profile: smoke", "profile: gpuonly", 1))
-    lines = preflight.device_problems("gpuonly", ["traps", "basins"])
+    lines = preflight.device_problems("gpuonly", {c: P.chapter_parameters("gpuonly", c) for c in ["traps", "basins"]})
     assert len(lines) == 2
     assert all("gpuonly.yaml: chapter '" in ln and "device = 'cuda': " in ln and "CUDA is not available" in ln
                for ln in lines)
-    assert preflight.device_problems("smoke", ["traps"]) == []
+    assert preflight.device_problems("smoke", {"traps": P.chapter_parameters("smoke", "traps")}) == []
+
+
+def test_a_dtype_this_machine_cannot_give_is_named_by_its_own_key():
+    """The schema refuses an unknown dtype first; a caller past it still gets the key at fault."""
+    lines = preflight.device_problems("smoke", {"traps": {"device": "cpu", "dtype": "int3"}})
+    assert len(lines) == 1 and "chapter 'traps': dtype = 'int3': unknown dtype 'int3'" in lines[0], lines
 
 
 def test_the_benchmark_refuses_cuda_on_a_cpu_machine_in_one_line(monkeypatch):

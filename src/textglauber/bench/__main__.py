@@ -87,12 +87,13 @@ def main(argv=None) -> int:
     if line:
         raise SystemExit(line)
     try:
-        pick_dtype(a.dtype, pick_device(a.device))     # a device this machine lacks, an unknown dtype: one line
+        dev = pick_device(a.device)                   # a device this machine lacks, an unknown dtype: one line,
+        pick_dtype(a.dtype, dev)                      # decided once here, before any compute
     except (ValueError, RuntimeError) as exc:
         raise SystemExit(f"--device {a.device} --dtype {a.dtype}: {exc}") from None
     if a.metastable:
-        return _main_metastable(a, argv)
-    return _main_throughput(a, argv)
+        return _main_metastable(a, argv, dev)
+    return _main_throughput(a, argv, dev)
 
 
 def _write_table(df: pd.DataFrame, out: Path, a, argv, models_wanted, dev) -> None:
@@ -105,10 +106,8 @@ def _write_table(df: pd.DataFrame, out: Path, a, argv, models_wanted, dev) -> No
                           "machine": provenance.machine_line(dev, torch.get_num_threads())})
 
 
-def _main_throughput(a, argv) -> int:
+def _main_throughput(a, argv, dev: torch.device) -> int:
     a.steps = 3 if a.steps is None else a.steps
-    dev = pick_device(a.device)                      # bad device or dtype: one error before any compute
-    pick_dtype(a.dtype, dev)
     models_wanted = a.models or (["bert-base", "package:antiberty"] if a.quick
                                  else ["bert-base", "package:antiberty", "package:rxnfp-bert"])
     lengths = a.lengths or ([20] if a.quick else [20, 64, 128])
@@ -185,9 +184,7 @@ def _measured_before(out: Path, fresh: bool) -> pd.DataFrame | None:
     return done
 
 
-def _main_metastable(a, argv) -> int:
-    dev = pick_device(a.device)
-    pick_dtype(a.dtype, dev)
+def _main_metastable(a, argv, dev: torch.device) -> int:
     models_wanted = a.models or _available_metastable_models()
     lengths, temperatures, steps, plain_steps = _metastable_settings(a)
     check_available(models_wanted)

@@ -20,8 +20,8 @@ def preflight(profile: str, chapters: list[str]) -> None:
 
     notebooks = P.chapter_notebooks(profile)
     names, corpora, wanted = [], [], {}
-    for ch in chapters:
-        prm = P.chapter_parameters(profile, ch)
+    params = {ch: P.chapter_parameters(profile, ch) for ch in chapters}
+    for ch, prm in params.items():
         required = prm.get("on_missing_model", "fail") == "fail"
         wanted[ch] = wanted_models(prm, ch, required, notebook=notebooks.get(ch))
         names += wanted[ch]
@@ -34,26 +34,29 @@ def preflight(profile: str, chapters: list[str]) -> None:
             check(items)
         except error as exc:
             problems.append(str(exc))
-    problems += device_problems(profile, chapters)       # a device this machine does not have
-    problems += window_problems(profile, chapters)       # a window longer than its corpus holds
+    problems += device_problems(profile, params)         # a device this machine does not have
+    problems += window_problems(profile, params)         # a window longer than its corpus holds
     problems += _asked_problems(profile, wanted)            # a length its model cannot take, a token it lacks
     if problems:
         raise SystemExit(f"profile {profile!r} cannot run:\n" + "\n".join(problems))
 
 
-def device_problems(profile: str, chapters: list[str]) -> list[str]:
-    """A chapter whose ``device`` or ``dtype`` this machine cannot give (``cuda`` where CUDA is not
-    available, say): one line each, naming the profile file, the chapter and the value, before any
-    model loads (:mod:`textglauber.device` decides both, and its refusal is the line)."""
+def device_problems(profile: str, params: dict[str, dict]) -> list[str]:
+    """A chapter (``params``: chapter -> its parameters) whose ``device`` or ``dtype`` this machine
+    cannot give (``cuda`` where CUDA is not available, say): one line each, naming the profile file,
+    the chapter and the key at fault with its value, before any model loads
+    (:mod:`textglauber.device` decides both, and its refusal is the line)."""
     from ..device import pick_device, pick_dtype
 
     out = []
-    for ch in chapters:
-        prm = P.chapter_parameters(profile, ch)
+    for ch, prm in params.items():
+        key = "device"
         try:
-            pick_dtype(prm.get("dtype"), pick_device(prm.get("device")))
+            device = pick_device(prm.get("device"))
+            key = "dtype"
+            pick_dtype(prm.get("dtype"), device)
         except (ValueError, RuntimeError) as exc:
-            out.append(f"{P.where(P.profile_path(profile))}: chapter {ch!r}: device = {prm.get('device')!r}: {exc}")
+            out.append(f"{P.where(P.profile_path(profile))}: chapter {ch!r}: {key} = {prm.get(key)!r}: {exc}")
     return out
 
 
@@ -70,7 +73,7 @@ def _asked_problems(profile: str, wanted: dict) -> list[str]:
     return out
 
 
-def window_problems(profile: str, chapters: list[str]) -> list[str]:
+def window_problems(profile: str, params: dict[str, dict]) -> list[str]:
     """For the pre-flight: windows longer than a chapter's corpus can give, one line each.
 
     Every length asked of a model that names a corpus (:func:`textglauber.profile.model_refs`: the
@@ -84,8 +87,7 @@ def window_problems(profile: str, chapters: list[str]) -> list[str]:
     held: dict[str, tuple[int, int] | None] = {}
     notebooks = P.chapter_notebooks(profile)
     out = []
-    for ch in chapters:
-        prm = P.chapter_parameters(profile, ch)
+    for ch, prm in params.items():
         asked = {}
         for ref in P.model_refs(notebooks.get(ch), prm):
             for key, value, n in (ref.lengths if ref.corpus else ()):

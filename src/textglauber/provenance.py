@@ -108,13 +108,14 @@ def tree_digests(path: Path) -> dict[str, str]:
             if p.is_file() and "__pycache__" not in p.parts}
 
 
-def notebook_digest(path: Path) -> str:
-    """A notebook's source: every cell and the metadata, without outputs and execution counts."""
+def notebook_code_digest(path: Path) -> str:
+    """What of a notebook can change what it computes: its code cells in order (source and tags) and
+    its kernel. Markdown cells, outputs, execution counts and cell ids are left out: prose is merged
+    into the executed notebook when its page is rendered (``bookbuild.execute.with_current_prose``)."""
     nb = json.loads(Path(path).read_text())
-    for cell in nb.get("cells", []):
-        cell.pop("outputs", None)
-        cell.pop("execution_count", None)
-    return digest(nb)
+    code = [{"source": "".join(c.get("source", "")), "tags": c.get("metadata", {}).get("tags", [])}
+            for c in nb.get("cells", []) if c.get("cell_type") == "code"]
+    return digest({"code cells": code, "kernelspec": nb.get("metadata", {}).get("kernelspec", {})})
 
 
 def write_json_atomic(path: Path, data) -> None:

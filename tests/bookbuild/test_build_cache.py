@@ -166,7 +166,7 @@ def test_key_changes_with_each_input_and_nothing_else(project, monkeypatch, tmp_
         """the version of a package that computes the numbers"""
         monkeypatch.setattr(C, "versions", lambda: {"python": "3.x", "torch": "2"})
 
-    for change, moved in ((prose, "a"), (code, "a"), (tag, "b"), (parameter, "a"), (module_imported, "a"),
+    for change, moved in ((code, "a"), (tag, "b"), (parameter, "a"), (module_imported, "a"),
                           (module_reached, "a"), (module_of_b, "b"), (package_data, "abc"), (model, "a"), (corpus, "a"),
                           (upstream_table, "b"), (upstream_manifest, "b"), (read_file, "c"),
                           (env, "abc")):
@@ -203,7 +203,7 @@ def test_key_changes_with_each_input_and_nothing_else(project, monkeypatch, tmp_
         C.stamps_dir(root / "_build" / PROFILE).mkdir(parents=True)
         C.stamp_path(root / "_build" / PROFILE, "a").write_text("{}")
 
-    for change in (touch, unrelated_module, outputs_in_source, volatile_manifest, timings, stamps_and_site):
+    for change in (prose, touch, unrelated_module, outputs_in_source, volatile_manifest, timings, stamps_and_site):
         expect(change)
     # the results folder is not an input: the same results elsewhere give the same keys
     moved = tmp_path / "elsewhere"
@@ -264,8 +264,8 @@ class FakePapermill:
         folder.mkdir(parents=True, exist_ok=True)
         nb = nbformat.read(input_path, as_version=4)
         nb.metadata["papermill"] = {"output_path": output_path, "input_path": str(input_path)}
-        nb.cells.append(nbformat.v4.new_code_cell("print(out)", outputs=[nbformat.v4.new_output(
-            "stream", name="stdout", text=f"results written to {execute.repo_root()}/results/{PROFILE}/{chapter}\n")]))
+        nb.cells[-1].outputs = [nbformat.v4.new_output(                 # what the last code cell printed
+            "stream", name="stdout", text=f"results written to {execute.repo_root()}/results/{PROFILE}/{chapter}\n")]
         nbformat.write(nb, output_path)
         if self.kill == chapter:
             (folder / "table.parquet").write_text("half")
@@ -307,12 +307,16 @@ def test_unchanged_chapters_are_skipped_and_say_why(project, builder, capsys):
     out = capsys.readouterr().out
     for ch in "abc":
         assert f"skipped {ch}: inputs unchanged" in out
+    table = (builder.results / PROFILE / "b" / "table.parquet").read_bytes()
     _edit_cell(project / "book" / "b.ipynb", 0, source="# B\n\nnew prose")       # prose of one chapter
-    assert builder() == ["b"]                   # only the chapter whose prose changed
-    out = capsys.readouterr().out
-    assert "b runs: its inputs changed: notebook" in out and "skipped a: inputs unchanged" in out
-    assert "skipped c: inputs unchanged" in out
-    _edit_cell(project / "book" / "a.ipynb", 0, source="# A\n\nnew prose")       # same results: b stays
+    assert builder() == []                      # re-rendered, not executed
+    page = nbformat.read(builder.staged / "book" / "b.ipynb", as_version=4)
+    assert page.cells[0].source == "# B\n\nnew prose" and "results written to" in page.cells[2].outputs[0].text
+    assert (builder.results / PROFILE / "b" / "table.parquet").read_bytes() == table
+    _edit_cell(project / "book" / "b.ipynb", 2, source="import fakepkg.c\ny = 3")   # its code: it runs
+    assert builder() == ["b"]
+    assert "b runs: its inputs changed: notebook" in capsys.readouterr().out
+    _edit_cell(project / "book" / "a.ipynb", 2, source="from fakepkg import a\nx = a.f() * 1")   # same results: b stays
     assert builder() == ["a"]
     _set_param(project, "a", "n", 5)             # new results of a: b runs again, after a
     assert builder() == ["a", "b"]
@@ -391,3 +395,24 @@ def test_stamps_left_where_the_site_build_reads_are_moved(project, builder):
     C.stamps_dir(builder.staged).rename(legacy)
     assert builder() == []                       # found again, and nothing is left for Sphinx to read
     assert not legacy.exists()
+
+
+def test_current_prose_is_merged_into_a_papermill_run_and_never_onto_other_code():
+    """The page of a skipped chapter: the source's markdown, each code cell's outputs from the run,
+    papermill's injected cell right after the parameters cell; code that differs keeps the run as is."""
+    new = nbformat.v4.new_markdown_cell
+    source = nbformat.v4.new_notebook()
+    source.cells = [new("# T\n\nold words"), nbformat.v4.new_code_cell("n = 1", metadata={"tags": ["parameters"]}),
+                    new("between"), nbformat.v4.new_code_cell("print(n)")]
+    ran = nbformat.from_dict(json.loads(json.dumps(source)))
+    ran.cells.insert(2, nbformat.v4.new_code_cell("n = 5", metadata={"tags": ["injected-parameters"]}))
+    ran.cells[4].outputs = [nbformat.v4.new_output("stream", name="stdout", text="5\n")]
+    source.cells[0].source = "# T\n\nnew words"
+    source.cells.insert(3, new("a paragraph added"))
+    merged = execute.with_current_prose(nbformat.from_dict(json.loads(json.dumps(ran))), source)
+    assert [c.source for c in merged.cells] == ["# T\n\nnew words", "n = 1", "n = 5", "between", "a paragraph added",
+                                                "print(n)"]
+    assert merged.cells[5].outputs[0].text == "5\n"
+    source.cells[4].source = "print(n + 1)"                   # other code: the run's notebook as it was
+    kept = execute.with_current_prose(nbformat.from_dict(json.loads(json.dumps(ran))), source)
+    assert [c.source for c in kept.cells] == [c.source for c in ran.cells]

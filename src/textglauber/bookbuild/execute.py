@@ -84,16 +84,49 @@ def record_timing(folder: Path, chapter: str, seconds: float) -> None:
 
 
 def render(staged: Path, chapter: str, notebook: str) -> None:
-    """The chapter's page from its executed notebook, written only where it changes (the site build
-    re-reads what is newer)."""
+    """The chapter's page from its executed notebook with the source's current prose
+    (:func:`with_current_prose`), written only where it changes (the site build re-reads what is
+    newer)."""
+    import nbformat
+
     page = staged / notebook
     tmp = stamps.partial_notebook(staged, chapter).with_suffix(".render.ipynb")
-    shutil.copyfile(stamps.executed_notebook(staged, chapter), tmp)
+    nb = with_current_prose(nbformat.read(stamps.executed_notebook(staged, chapter), as_version=4),
+                            nbformat.read(repo_root() / notebook, as_version=4))
+    nbformat.write(nb, tmp)
     tidy_executed(tmp, output_path=page)
     if page.is_file() and page.read_bytes() == tmp.read_bytes():
         tmp.unlink()
     else:
         os.replace(tmp, page)
+
+
+def with_current_prose(executed, source):
+    """``executed`` (a notebook papermill ran) with the markdown cells of ``source`` (the notebook as
+    it is now), in the source's order: each code cell keeps its outputs, and the cell papermill
+    injected stays right after the parameters cell. The stamp's key holds the code cells alone, so
+    a chapter skipped since a prose edit shows the new prose with the outputs of the same code.
+    Where the code cells differ (they cannot while the key matches) ``executed`` is returned as is."""
+    def tags(c):
+        return c.get("metadata", {}).get("tags", [])
+
+    injected = [c for c in executed.cells if "injected-parameters" in tags(c)]
+    ran = [c for c in executed.cells if c.cell_type == "code" and "injected-parameters" not in tags(c)]
+    code = [c for c in source.cells if c.cell_type == "code"]
+    if len(ran) != len(code) or any(a.source != b.source for a, b in zip(ran, code)):
+        return executed
+    cells, outputs = [], iter(ran)
+    for c in source.cells:
+        if c.cell_type != "code":
+            cells.append(c)
+            continue
+        cells.append(next(outputs))
+        if "parameters" in tags(c):
+            cells += injected
+    if injected and not any("parameters" in tags(c) for c in code):
+        cells = injected + cells                  # papermill puts it first where no cell is tagged
+    executed.cells = cells
+    return executed
 
 
 def upstream_problem(spec: dict, profile: str, chapter: str, staged: Path, results_root: Path) -> str | None:

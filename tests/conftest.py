@@ -9,6 +9,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 from textglauber import models, vocabulary  # noqa: E402
+from textglauber.exact import ExactChain, enumerate_states  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +75,7 @@ def joint_chain(k: int, n: int, seed: int):
     from textglauber import exact
 
     log_mu = random_joint(k, n, seed=seed)
-    sc = exact.JointScorer(np.arange(k), n, log_mu)
+    sc = JointScorer(np.arange(k), n, log_mu)
     return sc, normalised(log_mu), exact.glauber_kernel(sc, n, 1.0)
 
 
@@ -92,3 +93,41 @@ def pdir(tmp_path, monkeypatch):
         shutil.copy(f, d / f.name)
     monkeypatch.setattr(loader, "params_dir", lambda: d)
     return d
+
+
+class JointScorer:
+    """Conditionals of an explicit joint law mu on A^n (given as log mu over the enumerated states).
+
+    s_i(a | x_{-i}) = log mu(x^{i<-a}), which is compatible by construction.
+    """
+
+    def __init__(self, vocab_ids, n: int, log_mu: np.ndarray):
+        ids = torch.as_tensor(np.sort(np.asarray(vocab_ids)), dtype=torch.long)
+        self.vocab = vocabulary.AllowedVocab(ids=ids, tokens=tuple(str(int(i)) for i in ids), vocab_size=int(ids.max()) + 1)
+        self.n = n
+        self.log_mu = np.asarray(log_mu, np.float64)
+        self.chain = ExactChain(states=enumerate_states(ids.numpy(), n), kernel=None, free=list(range(n)),
+                                vocab_ids=ids.numpy())
+
+    @property
+    def max_length(self) -> int:
+        return self.n
+
+    def scores(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
+        x = states.cpu().numpy()
+        out = np.empty((len(x), self.vocab.size))
+        for a_pos, a in enumerate(self.chain.vocab_ids):
+            y = x.copy()
+            y[np.arange(len(x)), sites.cpu().numpy()] = a
+            out[:, a_pos] = self.log_mu[self.chain.index(y)]
+        return torch.as_tensor(out, dtype=torch.float64)
+
+
+def named_models(params: dict, notebook: str | None = None) -> list[str]:
+    """The models a chapter's parameters name that the pre-flight resolves by name: every model
+    entry's ``name``, an ``nli:`` scorer's model and a ``sentence:`` embedder's that is not an
+    installed package (``sentence:package:``)."""
+    from textglauber import profile as P
+
+    return [r.name for r in P.model_refs(notebook, params)
+            if r.via in ("", "nli") or (r.via == "sentence" and not r.name.startswith("package:"))]

@@ -11,6 +11,9 @@ Foundations (import little or nothing of the project)
 - ``lockfile``     one process at a time for a profile's results (the build, or papermill by hand)
 - ``results``      a chapter's results folder, its tables and manifest, replaced only by a run that
                    succeeds; ``start_chapter``
+- ``seeding``      a unit's seed drawn from its run's generator (the one home of that draw)
+- ``durations``    one formatter of durations, for the plan, progress lines and training
+- ``scheduler``    where independent units run: serially, or on a Dask cluster (``local:N``, ``tcp://``)
 - ``profile``      profiles: their schema, loading one, the parameters a chapter runs with
 - ``hub``, ``corpus``, ``vocabulary``         hub checks, seed passages, the allowed vocabulary A
 - ``stats``, ``tables``, ``figures``, ``reported``   intervals, page tables, page figures, the preprint's numbers
@@ -20,7 +23,7 @@ Packages (a concept with parts)
 - ``engine``       the Glauber chain engine: one module per mode (plain, memo, jump; auto's policy),
                    the site cache, storage and checkpoints, coupled pairs (read its docstring first)
 - ``bench``        the benchmark: timing, throughput, the metastable grid, the cost appendix's readers
-- ``build``        the book build: stamps, plan, execution, site, findings, results comparison
+- ``bookbuild``    the book build: stamps, plan, execution, site, findings, results comparison
 - ``traps`` (5)    the traps chapter, one module per concept: the catalogue of recorded chains, the
                    one trap finder, the escape engine, the quasi-potential, the fits, the escape section
 - ``phase`` (3)    two-token chains listed exactly: states and kernel, relaxation and mixing times,
@@ -34,7 +37,7 @@ One module per concept of the preprint (chapter)
 - ``rectangle`` (1)                                   the rectangle incompatibility test
 - ``influence``, ``margins`` (2)                      influence, T*, score margins, drift
 - ``semantics``, ``coupling``, ``growth``, ``crossover`` (3)   hitting and coupling times, growth laws
-- ``topics`` (4)                                      topic scores and recurrent basins
+- ``topics``, ``basinnull`` (4)                       topic scores and recurrent basins; the basins null and its power
 - ``exact``, ``groundtruth``, ``ising`` (6)           exact chains by enumeration, diagnostics beside them, Li et al.'s Ising
 - ``train_mlm``, ``standins``                         the offline English MLM; the paper profile's local stand-ins
 """

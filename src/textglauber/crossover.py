@@ -78,26 +78,6 @@ def fast_threshold(cells: pd.DataFrame) -> list[tuple[int, float]]:
     return out
 
 
-def threshold_trend(boundary: list[tuple[int, float]]) -> str:
-    """How the fast threshold moves from the shortest to the longest length, with an end where no
-    temperature is fast (inf) read as 'beyond the grid', never dropped."""
-    if len(boundary) < 2:
-        return "cannot be followed over a single length"
-    first, last = boundary[0][1], boundary[-1][1]
-    if np.isinf(first) and np.isinf(last):
-        return "cannot be located: no temperature of the grid is fast at either end"
-    if np.isinf(last):
-        return "rises beyond the grid"
-    if np.isinf(first):
-        return "falls from beyond the grid"
-    trend = "rises" if last > first else ("stays the same" if last == first else "falls")
-    ts = [t for _, t in boundary]
-    steps = np.diff(ts)
-    if (steps > 0).any() and (steps < 0).any():
-        trend += " (not monotonically: " + ", ".join(f"{t:g}" for t in ts) + ")"
-    return trend
-
-
 BOUNDARY_LEVEL = 0.95      # the boundary's interval: the central 95% of its bootstrap replicates
 
 

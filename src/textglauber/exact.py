@@ -16,7 +16,6 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 import torch
 
-from .vocabulary import AllowedVocab
 
 MAX_STATES = 20_000
 
@@ -148,35 +147,7 @@ def tv(p: np.ndarray, q: np.ndarray) -> float:
     return 0.5 * float(np.abs(np.asarray(p) - np.asarray(q)).sum())
 
 
-class JointScorer:
-    """Conditionals of an explicit joint law mu on A^n (given as log mu over the enumerated states).
-
-    s_i(a | x_{-i}) = log mu(x^{i<-a}), which is compatible by construction.
-    """
-
-    def __init__(self, vocab_ids, n: int, log_mu: np.ndarray):
-        ids = torch.as_tensor(np.sort(np.asarray(vocab_ids)), dtype=torch.long)
-        self.vocab = AllowedVocab(ids=ids, tokens=tuple(str(int(i)) for i in ids), vocab_size=int(ids.max()) + 1)
-        self.n = n
-        self.log_mu = np.asarray(log_mu, np.float64)
-        self.chain = ExactChain(states=enumerate_states(ids.numpy(), n), kernel=None, free=list(range(n)),
-                                vocab_ids=ids.numpy())
-
-    @property
-    def max_length(self) -> int:
-        return self.n
-
-    def scores(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
-        x = states.cpu().numpy()
-        out = np.empty((len(x), self.vocab.size))
-        for a_pos, a in enumerate(self.chain.vocab_ids):
-            y = x.copy()
-            y[np.arange(len(x)), sites.cpu().numpy()] = a
-            out[:, a_pos] = self.log_mu[self.chain.index(y)]
-        return torch.as_tensor(out, dtype=torch.float64)
-
-
-def mixing_time(P, eps: float = 0.25, t_max: int = 10**9, pi: np.ndarray | None = None) -> int:
+def mixing_steps(P, eps: float = 0.25, t_max: int = 10**9, pi: np.ndarray | None = None) -> int:
     """Exact t_mix(eps) = min t with d(t) = max over starts x of TV(P^t(x, .), pi) <= eps.
 
     d(t) is non-increasing, so repeated squaring finds k with d(2^(k-1)) > eps >= d(2^k); then
@@ -231,14 +202,6 @@ class TabulatedScorer:
     def scores(self, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
         idx = torch.as_tensor(self.chain.index(states.cpu().numpy()))
         return self.table[idx, sites.cpu()]
-
-
-def separation_distance(P, t: int) -> float:
-    """s(t) = max_{x,y} (1 - P^t(x, y) / pi(y))."""
-    pi = stationary(P)
-    dense = _dense(P)
-    Pt = np.linalg.matrix_power(dense, t)
-    return float((1 - Pt / pi[None, :]).max())
 
 
 def spectral_gap(P) -> dict:

@@ -22,12 +22,6 @@ RC = {"figure.dpi": DPI, "savefig.dpi": DPI, "font.size": 12, "axes.titlesize": 
       "figure.titlesize": 13}
 
 
-def text_px(points: float, dpi: float = DPI, shrink: float = 1.0) -> float:
-    """Pixel height of text of ``points`` pt in a figure drawn at ``dpi`` and shown at ``shrink``
-    of its size."""
-    return points * dpi / 72 * shrink
-
-
 def _plain(value: float, pos=None) -> str:
     return f"{value:g}"
 

@@ -22,7 +22,7 @@ from . import influence, margins, models, rectangle, semantics, stats, traps
 from .device import measurement_dtype
 from .engine import ChainSpec, couple, first_changes, run
 from .exact import (TabulatedScorer, compatibility_gap, conductance, deepest_traps, exit_time, glauber_kernel,
-                    leave_probabilities, mixing_time, pseudo_likelihood_law, spectral_gap, stationary)
+                    leave_probabilities, mixing_steps, pseudo_likelihood_law, spectral_gap, stationary)
 from .seeding import child_seed
 
 TRUTH_COLUMNS = ["model", "tokens", "n", "states", "temperature", "exact t_mix", "relaxation time", "coupling estimate",
@@ -113,8 +113,7 @@ def hitting_check(table: TabulatedScorer, chain_run, emb: np.ndarray, pi: np.nda
     Returns the censored median and the share censored. ``idx`` is the recorded states' index in
     the enumeration (R, B), when the caller has it already."""
     idx = table.chain.index(chain_run.states) if idx is None else idx      # (R, B)
-    e = emb[idx]
-    d = 1.0 - np.einsum("rbd,bd->rb", e, e[0])
+    d = semantics.drift_of(emb[idx])
     target = rel_delta * (1.0 - emb[idx[0]] @ (emb.T @ pi))          # (B,)
     hit = d >= target[None, :]
     censored = ~hit.any(0)
@@ -165,7 +164,9 @@ def coupling_estimate(tau: np.ndarray, censored: np.ndarray, budget: int, eps: f
 
 # --------------------------------------------------------------------------- every diagnostic, per temperature
 @dataclass
-class GroundTruth:
+class Diagnostics:
+    """What :func:`ground_truth` returns for one model (the chapter's parameters are
+    :class:`textglauber.profile.chapters.GroundTruth`)."""
     table: pd.DataFrame       # one row per temperature: every diagnostic beside its exact value
     traps: pd.DataFrame       # one row per trap found on the exact chains
 
@@ -186,7 +187,7 @@ class _Settings:
 def ground_truth(table: TabulatedScorer, temperatures, *, pairs: int, budget: int, rectangles: int,
                  gen: torch.Generator, eps: float = 0.25, embedding: np.ndarray | None = None,
                  chains: int = 64, rel_delta: float = 0.5, trap_window: int = 50,
-                 trap_threshold: float = 0.1) -> GroundTruth:
+                 trap_threshold: float = 0.1) -> Diagnostics:
     """Every diagnostic of the book beside the exact answer, on one enumerable chain.
 
     Per temperature: exact t_mix(eps), absolute spectral gap and relaxation time, the
@@ -215,7 +216,7 @@ def ground_truth(table: TabulatedScorer, temperatures, *, pairs: int, budget: in
         rows.append(row)
         if len(found):
             trap_rows.append(found.assign(temperature=float(T)))
-    return GroundTruth(pd.DataFrame(rows), pd.concat(trap_rows, ignore_index=True) if trap_rows else pd.DataFrame())
+    return Diagnostics(pd.DataFrame(rows), pd.concat(trap_rows, ignore_index=True) if trap_rows else pd.DataFrame())
 
 
 def _at_temperature(table: TabulatedScorer, states: torch.Tensor, T: float, gen: torch.Generator,
@@ -230,7 +231,7 @@ def _at_temperature(table: TabulatedScorer, states: torch.Tensor, T: float, gen:
     pick = torch.randint(len(states), (2, s.pairs), generator=gen)
     pairs = couple(table, states[pick[0]], states[pick[1]], T, s.budget, gen)
     try:
-        tmix = mixing_time(P, s.eps, pi=pi)
+        tmix = mixing_steps(P, s.eps, pi=pi)
     except RuntimeError:
         tmix = np.nan
     extra, found = margin_check(table, P, float(T), pi), pd.DataFrame()
@@ -350,7 +351,7 @@ def basin_summary(basins: pd.DataFrame) -> pd.DataFrame:
             .reset_index())
 
 
-def holding_times(restricted: list[tuple[dict, TabulatedScorer]], holding: dict, gen: torch.Generator,
+def holding_checks(restricted: list[tuple[dict, TabulatedScorer]], holding: dict, gen: torch.Generator,
                   level: float) -> pd.DataFrame:
     """:func:`holding_check` for each restricted model (label, table) at each of ``holding``'s
     temperatures, its ``deepest`` traps with ``chains`` chains of ``steps`` steps each."""

@@ -429,13 +429,6 @@ def _is_right(law: str, verdict: str) -> bool:
     return verdict == law or (law == NONE and verdict == CANNOT)
 
 
-def power_check(lengths, trials: int, budget, replicates: int = 50, cv: float = 0.5, seed: int = 0,
-                n_boot: int = 400) -> list[dict]:
-    """The old three-truth check, now ``design_check`` over the three laws, as a list of dicts."""
-    check = design_check(lengths, trials, budget, replicates, cv, seed, n_boot, truths=tuple(LAWS))
-    return check.rename(columns={"truth": "true law"}).to_dict("records")
-
-
 def worst_false(check, verdict: str, strong: bool = True) -> tuple[str, int, int]:
     """The wrong truth for which the check gives ``verdict`` (with strong support if ``strong``) most
     often: (truth, count, replicates); ('', 0, 0) when no truth of the check makes it wrong."""

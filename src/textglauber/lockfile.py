@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 BUILD_ENV = "TEXTGLAUBER_BUILD_LOCKS"   # the locks a build holds, passed to the kernels it starts
+LOCK_NAME = "build.lock"                 # a lock's file name, beside a build's stamps and in a profile's results
 
 
 class Busy(RuntimeError):

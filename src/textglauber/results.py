@@ -24,7 +24,6 @@ from . import lockfile
 from .provenance import file_digest, git_commit, versions
 
 RESUMABLE = ("chains",)        # folders a chapter resumes from (engine.run's chunks and checkpoint)
-LOCK_NAME = "build.lock"       # one run of a profile at a time: the build's lock in the profile's results folder
 _open: dict[Path, Path] = {}   # a chapter folder whose run is open -> the staging folder its tables go to
 
 
@@ -210,7 +209,7 @@ def claim_profile(results_root: str | Path, profile: str) -> None:
     refused in one line while a build or another run holds it."""
     import atexit
 
-    lock = Path(results_root) / profile / LOCK_NAME
+    lock = Path(results_root) / profile / lockfile.LOCK_NAME
     if lockfile.held_by_parent_build(lock):
         return
     found = lockfile.holder(lock)

@@ -99,9 +99,9 @@ def embedder(kind: str, lm=None, batch: int = 256) -> Embedder:
     raise ValueError(f"unknown embedder {kind!r}; use sentence:NAME, self or hamming")
 
 
-def drift_curve(emb: Embedder, states: np.ndarray) -> np.ndarray:
-    """d_t for recorded states (R, B, n): (R, B), with d_0 = 0."""
-    e = emb(states)
+def drift_of(e: np.ndarray) -> np.ndarray:
+    """d_t = 1 - cos(E(x_0), E(x_t)) from the unit embeddings (R, B, d) of recorded states: (R, B),
+    with d_0 = 0."""
     return 1.0 - np.einsum("rbd,bd->rb", e, e[0])
 
 

@@ -9,6 +9,8 @@ from textglauber.traps import finder
 from textglauber.bench import measure, metastable, read
 from textglauber.bench.__main__ import main
 
+pytestmark = pytest.mark.slow          # minutes together: `pytest -m "not slow"` leaves them out
+
 
 def test_benchmark_writes_every_variant_and_logit_memory_scales_with_the_allowed_vocabulary(tmp_path, tiny_mlm):
     out = tmp_path / "bench-cpu.csv"

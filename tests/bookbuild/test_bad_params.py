@@ -425,7 +425,7 @@ CHECKED = ["book/01_incompatibility.ipynb", "book/02_mixing_bounds.ipynb", "book
     ("book/04_basins.ipynb", "score_every", 70, "steps = 600: must be a multiple of score_every = 70"),
     ("book/03_crossover.ipynb", "fixed_t", 41, "fixed_t = 41: must be at most sweeps * min(lengths) = 10 * 4 = 40"),
     ("book/03_crossover.ipynb", "reference_sweeps", 0, "reference_sweeps = 0: must be a finite number > 0"),
-    ("book/03_crossover.ipynb", "reference_sweeps", 61, "reference_sweeps = 61: must be at most budget_sweeps = 60"),
+    ("book/03_crossover.ipynb", "reference_sweeps", 31, "reference_sweeps = 31: must be at most budget_sweeps = 30"),
 ])
 def test_a_chapter_checks_its_own_parameters_in_one_line(notebook, key, value, says):
     """What a papermill run outside the build injects (``-p window 9``) is refused by the chapter's

@@ -31,6 +31,8 @@ from textglauber.bookbuild import stamps as C
 from textglauber.engine import ChainSpec
 from textglauber.provenance import tree_digests
 
+pytestmark = pytest.mark.slow          # minutes together: `pytest -m "not slow"` leaves them out
+
 PROFILE = "smoke"
 
 
@@ -300,7 +302,7 @@ def test_a_papermill_run_beside_a_build_of_its_profile_is_refused_before_it_writ
     import subprocess
     import sys
 
-    lock = tmp_path / PROFILE / results.LOCK_NAME
+    lock = tmp_path / PROFILE / lockfile.LOCK_NAME
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         lock.parent.mkdir(parents=True)
@@ -310,7 +312,7 @@ def test_a_papermill_run_beside_a_build_of_its_profile_is_refused_before_it_writ
         holder.kill()
         holder.wait()
     assert exc is not None and exc.ename == "Busy" and f"pid {holder.pid}" in exc.evalue and "\n" not in exc.evalue
-    assert sorted(p.name for p in (tmp_path / PROFILE).iterdir()) == [results.LOCK_NAME]   # nothing written
+    assert sorted(p.name for p in (tmp_path / PROFILE).iterdir()) == [lockfile.LOCK_NAME]   # nothing written
 
 
 def test_a_papermill_run_that_fails_late_leaves_the_builds_tables_and_stamp(tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ from textglauber import profile as P
 from textglauber.bookbuild import preflight as build_preflight
 from textglauber.bookbuild import stamps
 from textglauber.profile import ProfileError, refs
+from conftest import named_models
 from test_bad_params import shipped, write
 
 
@@ -67,7 +68,7 @@ def test_every_smoke_chapter_names_the_models_it_did_and_the_nested_ones(chapter
     # what the callers derive, as before at the top level (the training run and package embedders
     # are keyed, not resolved by name; the training run is an artifact, not pre-flighted)
     top = [(k, n, r) for k, n, r, via in SMOKE[chapter]]
-    assert P.model_names(prm, nb) == [n for k, n, r, via in SMOKE[chapter] if via == ""]
+    assert named_models(prm, nb) == [n for k, n, r, via in SMOKE[chapter] if via == ""]
     assert [(w.key, w.name, w.role, w.where) for w in models.wanted_models(prm, chapter, notebook=nb)] == [
         (k, n, r, f"{chapter} {k}") for k, n, r, via in SMOKE[chapter] if via != "trained"]
     assert stamps.models_read(prm, nb) == sorted({n for _, n, _ in top})

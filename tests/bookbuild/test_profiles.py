@@ -6,6 +6,7 @@ import yaml
 from textglauber import profile as P
 from textglauber.paths import repo_root
 from textglauber.profile import loader
+from conftest import named_models
 
 SIZE_KEYS = {"n_rectangles", "n_grids", "n_contexts", "top_k", "extra", "drift_states", "trials", "steps", "pairs",
              "budget", "sweeps", "budget_sweeps", "reference_sweeps", "fast_within", "power_replicates", "fixed_t", "chains", "checkpoint_every", "seeds_per_topic", "chains_per_seed", "prefix_chains", "rectangles",
@@ -59,7 +60,7 @@ def test_standin_is_paper_with_names_and_counts_only():
     # no hub name survives: every model and corpus of the stand-in run is local
     for ch in standin["chapters"]:
         prm = P.chapter_parameters("standin", ch)
-        for name in P.model_names(prm) + P.corpus_names(prm):
+        for name in named_models(prm) + P.corpus_names(prm):
             assert name.startswith("_build/standins/"), (ch, name)
 
 

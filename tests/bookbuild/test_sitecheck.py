@@ -81,6 +81,7 @@ def test_each_fault_is_found(browser, site, name, expected):
     assert any(expected in p for p in problems), problems
 
 
+@pytest.mark.slow
 def test_a_clipped_table_fails_at_phone_width_too_and_the_site_check_covers_every_page(site, tmp_path):
     problems = sitecheck.check_site(site, tmp_path / "shots", widths=(390,), machine_paths=("/home/builder/repo",))
     pages_with_problems = {p.split(" @ ")[0] for p in problems}

@@ -33,6 +33,9 @@ from textglauber.bookbuild import stamps as C
 from textglauber import profile as P
 from textglauber.profile import loader as profile_loader
 from textglauber.engine import ChainSpec
+from conftest import JointScorer
+
+pytestmark = pytest.mark.slow          # minutes together: `pytest -m "not slow"` leaves them out
 
 PROFILE = "smoke"
 REAL_PROFILE_PATH = P.profile_path
@@ -175,10 +178,8 @@ def test_stamps_and_readers_keys_leave_out_unlisted_tables(tmp_path):
 
 # --------------------------------------------------------------------------- 2
 def _table_scorer():
-    from textglauber import exact
-
     rng = np.random.default_rng(0)
-    return exact.JointScorer(np.arange(3), 5, rng.normal(scale=2.0, size=3 ** 5))
+    return JointScorer(np.arange(3), 5, rng.normal(scale=2.0, size=3 ** 5))
 
 
 def test_chains_of_other_parameters_are_moved_aside_and_come_back(tmp_path, capsys):

@@ -14,6 +14,8 @@ from textglauber.engine import ChainSpec, run
 
 from test_basinnull import LABELS, WORDS, LabelBias
 
+pytestmark = pytest.mark.slow          # minutes together: `pytest -m "not slow"` leaves them out
+
 # Seed memory leaves the topic-seeded chains with nothing to say (politics and the never-seeded
 # labels are both absent from them), so the power comes from the random null chains: many of them,
 # long enough (n = 64) that the planted bias, not the start's fluctuation, decides where they settle.

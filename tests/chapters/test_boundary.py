@@ -56,6 +56,7 @@ def smooth(edge: dict, pairs: int, rng, budget_sweeps: float = 60.0) -> pd.DataF
     return pd.DataFrame(rows)
 
 
+@pytest.mark.slow
 def test_a_shift_read_off_point_thresholds_of_noisy_cells_is_not_called_a_rise():
     """The issue's case: with the same edge at every length, the point thresholds of 8-pair cells
     near the criterion still differ from one length to another, and read as a rise in some data

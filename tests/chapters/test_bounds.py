@@ -73,7 +73,7 @@ def test_contraction_bound_holds_against_exact_mixing_time(small_scorer):
     assert res.alpha[0] < 1
     bound = res.mixing_bound(0.25)[0]
     assert bound == math.ceil(n / (1 - res.alpha[0]) * math.log(n / 0.25))
-    assert exact.mixing_time(exact.glauber_kernel(small_scorer, n, T).kernel, 0.25) <= bound
+    assert exact.mixing_steps(exact.glauber_kernel(small_scorer, n, T).kernel, 0.25) <= bound
 
 
 def test_drift_equals_expectation_under_the_exact_kernel(small_scorer):

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from textglauber import coupling, engine, exact, semantics, crossover
+from conftest import JointScorer
 
 
 def test_maximal_coupling_has_the_right_marginals_and_disagreement():
@@ -82,7 +83,7 @@ def test_exact_mixing_time_lies_below_the_coupling_bound(table, small_scorer):
     t_grid = np.arange(0, 401)
     worst_tail = np.array([(tau > t).mean(1).max() for t in t_grid])
     bound = int(t_grid[np.argmax(worst_tail <= 0.25 - 0.1)])     # 0.1: sampling slack on 60 replicates
-    t_mix = exact.mixing_time(exact.glauber_kernel(small_scorer, 3, T).kernel, 0.25)
+    t_mix = exact.mixing_steps(exact.glauber_kernel(small_scorer, 3, T).kernel, 0.25)
     assert t_mix <= bound
 
 
@@ -103,7 +104,7 @@ def test_grid_experiment_with_uniform_conditionals_is_a_coupon_collector():
     """Uniform conditionals: the maximal coupling writes the same token into both chains, so a pair
     that differs at every site couples when every site has been drawn once: E tau = n H_n at any T."""
     n, k, pairs = 4, 2, 300
-    sc = exact.JointScorer(np.arange(k), n, np.zeros(k ** n))
+    sc = JointScorer(np.arange(k), n, np.zeros(k ** n))
     df = coupling.grid_experiment(sc, _alternating([0] * n, [1] * n), [n], [0.5, 2.0], pairs=pairs, budget=200,
                                   gen=torch.Generator().manual_seed(0))
     assert len(df) == 2 * pairs and set(df.temperature) == {0.5, 2.0} and not df.censored.any()
@@ -118,7 +119,7 @@ def test_grid_experiment_censors_pairs_that_cannot_move():
     """A joint law on two far-apart states: from either, every single-site change has no mass, so
     the chains never move, never meet and every pair is censored with tau = NaN."""
     n, k = 4, 2
-    sc = exact.JointScorer(np.arange(k), n, np.zeros(k ** n))
+    sc = JointScorer(np.arange(k), n, np.zeros(k ** n))
     log_mu = np.full(k ** n, -1e4)
     log_mu[sc.chain.index(np.array([[0] * n, [1] * n]))] = 0.0
     sc.log_mu = log_mu
@@ -142,15 +143,14 @@ def test_fast_threshold_reads_a_censored_longest_length_as_beyond_the_budget():
     cells = pd.DataFrame([{"n": n, "temperature": T, "median": m} for n, ms in med.items() for T, m in zip(temps, ms)])
     boundary = crossover.fast_threshold(cells)
     assert boundary == [(4, 1.0), (8, 2.0), (16, float("inf"))]
-    assert crossover.threshold_trend(boundary) == "rises beyond the grid"
     assert _old_trend(cells) == "rises"
     assert _old_trend(cells[cells.n != 8]) == "stays the same"       # the old reading of the same trend
-    assert crossover.threshold_trend(crossover.fast_threshold(cells[cells.n != 8])) == "rises beyond the grid"
+    assert crossover.fast_threshold(cells[cells.n != 8]) == [(4, 1.0), (16, float("inf"))]     # beyond the grid
     # a cell that couples below a censored one does not count: the threshold is where coupling holds upwards
     gap = pd.DataFrame({"n": 4, "temperature": temps, "median": [5.0, np.nan, 3.0]})
     assert crossover.fast_threshold(gap) == [(4, 2.0)]
     both = pd.DataFrame({"n": [4, 8], "temperature": [1.0, 1.0], "median": [np.nan, np.nan]})
-    assert crossover.threshold_trend(crossover.fast_threshold(both)).startswith("cannot be located")
+    assert crossover.fast_threshold(both) == [(4, float("inf")), (8, float("inf"))]      # no fast temperature anywhere
 
 
 def test_couple_never_touches_a_frozen_prefix(table):

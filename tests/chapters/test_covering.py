@@ -278,7 +278,7 @@ def test_transfer_bound_two_wells():
     c = cover(sc, [3, 5, 3], T, 0.01, max_states=100)                  # a tie at sites 0, 2: both wells
     assert c.complete and [s.tolist() for s in c.sets] == [[3, 5]] * 3
     full = exact.glauber_kernel(sc, 3, T).kernel
-    t_full = exact.mixing_time(full, 0.25)
+    t_full = exact.mixing_steps(full, 0.25)
     tr = transfer_lower_bound(restricted_kernel(c, T), c.step_left_out, max_states=100)
     assert tr.reason == "holds"
     assert 10 < tr.t_lower <= t_full
@@ -299,7 +299,7 @@ def test_without_the_left_out_term_the_bound_fails():
     c = cover(sc, [3, 5], T, 0.05, max_states=100)
     assert c.complete and [s.tolist() for s in c.sets] == [[3, 5], [3, 5]]
     assert c.left_out == pytest.approx(1e-2 / (1 + 1e-6 + 1e-2), rel=1e-9)
-    t_full = exact.mixing_time(exact.glauber_kernel(sc, 2, T).kernel, 0.25)
+    t_full = exact.mixing_steps(exact.glauber_kernel(sc, 2, T).kernel, 0.25)
     P = restricted_kernel(c, T)
     honest = transfer_lower_bound(P, c.left_out, max_states=100)
     naive = transfer_lower_bound(P, 0.0, max_states=100)

@@ -46,7 +46,6 @@ def test_n_log_n_coupling_times_give_a_boundary_that_does_not_move_under_the_new
     boundary = crossover.fast_threshold(crossover.coupling_cells(times, kappa))
     # the fast temperatures are {T : c(T) <= kappa} = {T >= 4/3} at every n
     assert [t for _, t in boundary] == [1.5] * len(LENGTHS)
-    assert crossover.threshold_trend(boundary) == "stays the same"
 
 
 def test_the_same_times_under_one_step_budget_move_the_boundary_by_construction():
@@ -55,7 +54,6 @@ def test_the_same_times_under_one_step_budget_move_the_boundary_by_construction(
     times = _pairs(lambda T, n: c_of(T) * n * math.log(n), fixed=1200)
     boundary = _old_boundary(times, 1200)
     assert boundary[0][1] < boundary[-1][1]
-    assert crossover.threshold_trend(boundary).startswith("rises")
 
 
 def test_a_boundary_that_really_moves_is_seen_under_the_new_criterion():
@@ -65,7 +63,6 @@ def test_a_boundary_that_really_moves_is_seen_under_the_new_criterion():
     times = _pairs(lambda T, n: c_of(T) * n * math.log(n) * math.exp(n / (8 * T)) / math.exp(6 / (8 * T)), sweeps=2000)
     boundary = crossover.fast_threshold(crossover.coupling_cells(times, kappa))
     assert boundary[-1][1] > boundary[0][1]
-    assert crossover.threshold_trend(boundary).startswith("rises")
 
 
 def test_sweeps_alone_still_carry_the_log_factor():

@@ -50,6 +50,7 @@ def test_escape_times_match_the_exact_exit_time(enumerated, k, T):
     assert case["exact mean"] > 1e16 or T > 0.02             # deep where the float64 diagonal is 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k,T", [(2, 1.0), (3, 2.0)])
 def test_single_jumps_alone_match_too(enumerated, k, T):
     """With the superbasin kept to the trap alone (basin_cap=1) every move outside the trap is a
@@ -254,7 +255,7 @@ def test_exit_cdf_and_quantile_against_matrix_powers(enumerated):
     chain = _chain(enumerated, 1.0)
     x = _deepest(chain)
     law, at = escape.exact_exit_law(chain, x, 2)
-    members = escape.hamming_ball(chain.states, x, 2)
+    members = escape.within_escape_distance(chain.states, x, 2)
     Q = np.asarray(chain.kernel)[np.ix_(members, members)]
     row = np.eye(len(Q))[at]
     for t in range(1, 60):

@@ -13,6 +13,7 @@ from textglauber.pages import traps as traps_page
 from textglauber.traps import escape, finder, length
 from textglauber.traps import quasipotential as qp
 from textglauber.vocabulary import AllowedVocab
+from conftest import JointScorer
 
 
 class DictScorer:
@@ -54,7 +55,7 @@ def test_a_zero_cost_cycle_is_one_well_and_has_no_fixed_point():
     wells = qp.search_wells(s.zero)
     assert len(wells) == 1 and set(wells[0]) == {(0, 0), (0, 1), (1, 1), (1, 0)}
     # the same answer from the landscape's wells on the enumerated moves
-    from textglauber.landscape.wells import wells as landscape_wells
+    from textglauber.landscape.zerocost import wells as landscape_wells
     states = [(0, 0), (0, 1), (1, 0), (1, 1)]
     src, dst, cost = [], [], []
     for a, x in enumerate(states):
@@ -78,7 +79,7 @@ def _two_state_well():
     U = np.select([d == 0, d == 1, d == 2, d == 3, d == 4], [0.0, 3.0, 3.5, 4.0, 5.0])
     for w in ([1, 1, 0, 0], [1, 1, 1, 0]):
         U[(states == w).all(1)] = -1.0
-    return exact.JointScorer(np.arange(2), 4, -U)
+    return JointScorer(np.arange(2), 4, -U)
 
 
 def _exact_means(scorer, state, k, temperatures):
@@ -121,7 +122,7 @@ def _margin_law(second: float):
     distance 2 (V_2 = 2, the margin); with second = 3, V_2 = 3."""
     states = exact.enumerate_states(np.arange(2), 3)
     d = states.sum(1)
-    return exact.JointScorer(np.arange(2), 3, -np.select([d == 0, d == 1, d == 2, d == 3], [0.0, 2.0, second, 6.0]))
+    return JointScorer(np.arange(2), 3, -np.select([d == 0, d == 1, d == 2, d == 3], [0.0, 2.0, second, 6.0]))
 
 
 @pytest.mark.parametrize("second,want", [(1.0, False), (2.0, False), (3.0, True)])

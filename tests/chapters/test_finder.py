@@ -7,6 +7,7 @@ import torch
 
 from textglauber.bench.metastable import RowCount
 from textglauber.traps import finder
+from conftest import JointScorer
 
 
 def test_coordinate_ascent_ends_at_an_argmax_fixed_point(small_scorer):
@@ -92,7 +93,7 @@ def test_deep_traps_start_only_from_argmax_fixed_points_that_hold():
     from textglauber import exact, margins
 
     n, T = 4, 0.25
-    sc = exact.JointScorer(np.arange(3), n, random_joint(3, n, seed=3, spread=1.0))
+    sc = JointScorer(np.arange(3), n, random_joint(3, n, seed=3, spread=1.0))
     ch = exact.glauber_kernel(sc, n, T)
     hold = dict(zip(map(tuple, ch.states.tolist()), 1 / exact.leave_probabilities(ch.kernel)))
     at_argmax = margins.score_gaps(sc, torch.as_tensor(ch.states)) >= 0

@@ -21,7 +21,7 @@ def test_margin_certificate_holds_against_the_exact_chain(small_scorer):
         assert m["margin Delta"] > 0
         assert m["exact holding time"] >= m["certified holding time"]
         if np.isfinite(m["margin t_mix bound"]):
-            assert exact.mixing_time(P) >= m["margin t_mix bound"]
+            assert exact.mixing_steps(P) >= m["margin t_mix bound"]
 
 
 def test_hitting_check_on_hamming_embedding_hits_at_the_first_move(small_scorer):
@@ -112,7 +112,7 @@ def test_ground_truth_rows_are_the_exact_answers_beside_the_diagnostics(small_sc
     for T, row in zip(temps, gt.table.to_dict("records")):
         P = exact.glauber_kernel(small_scorer, 3, T).kernel
         pi = exact.stationary(P)
-        assert row["states"] == 27 and row["exact t_mix"] == exact.mixing_time(P, 0.25)
+        assert row["states"] == 27 and row["exact t_mix"] == exact.mixing_steps(P, 0.25)
         assert row["relaxation time"] == pytest.approx(exact.spectral_gap(P)["relaxation_time"], rel=1e-9)
         assert row["TV(pi, PL law)"] == pytest.approx(
             exact.tv(pi, exact.pseudo_likelihood_law(exact.glauber_kernel(small_scorer, 3, T), small_scorer, T)), abs=1e-9)
@@ -198,7 +198,7 @@ def test_holding_times_run_the_deepest_traps_of_each_model_in_order(small_scorer
     tabs = [({"model": "m", "tokens": "the dog ran", "n": 3}, exact.TabulatedScorer(small_scorer, 3)),
             ({"model": "m", "tokens": "the dog ran", "n": 2}, exact.TabulatedScorer(small_scorer, 2))]
     holding = {"temperatures": [0.2, 0.4], "deepest": 2, "chains": 20, "steps": 300}
-    got = groundtruth.holding_times(tabs, holding, torch.Generator().manual_seed(3), 0.9)
+    got = groundtruth.holding_checks(tabs, holding, torch.Generator().manual_seed(3), 0.9)
     assert len(got) == 8 and got.n.tolist() == [3] * 4 + [2] * 4
     gen = torch.Generator().manual_seed(3)
     for i, (label, tab) in enumerate(tabs):

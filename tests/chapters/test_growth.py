@@ -217,9 +217,6 @@ def test_design_check_columns_and_bookkeeping():
     row = check.set_index("truth").loc["n^2"]
     assert row["right"] == row["n^2"] and row["wrong"] == 6 - row["n^2"] - row["cannot tell"]
     assert (check["right, strong"] <= check["right"]).all() and (check["wrong, strong"] <= check["wrong"]).all()
-    # the old call form still works, as a thin alias over the three laws
-    old = growth.power_check(REVIEW, 20, 200, replicates=2, n_boot=50)
-    assert [r["true law"] for r in old] == ["n", "n log n", "n^2"]
 
 
 def _fake_check(wrong=None):

@@ -11,6 +11,8 @@ import pytest
 from textglauber import phase
 from textglauber.phase import verdict_power, verdicts as rule
 
+pytestmark = pytest.mark.slow          # minutes together: `pytest -m "not slow"` leaves them out
+
 RANGES = {"3..12": np.arange(3, 13), "4..9": np.arange(4, 10)}
 IRREGULAR = "constant (10% irregular)"
 EXPONENTIAL = ["e^{0.2n}", "n e^{0.1n}"]

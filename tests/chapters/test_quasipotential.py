@@ -13,6 +13,7 @@ from textglauber.traps import escape, finder
 from textglauber.traps import quasipotential as qp
 from textglauber.engine import superbasin
 from textglauber.vocabulary import AllowedVocab
+from conftest import JointScorer
 
 
 class ContextTable:
@@ -108,7 +109,7 @@ def _planted():
     d = states.sum(1)
     U = np.select([d == 0, d == 1, d == 2, d == 3, d == 4], [0.0, 3.0, 3.5, 4.0, 5.0])
     U[(states == [1, 1, 0, 0]).all(1)] = -1.0
-    return exact.JointScorer(np.arange(2), 4, -U)
+    return JointScorer(np.arange(2), 4, -U)
 
 
 def test_a_planted_two_well_law_has_the_hand_computed_barriers():

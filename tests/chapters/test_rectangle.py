@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 import torch
 
-from textglauber import corpus, exact, models, rectangle
+from textglauber import corpus, models, rectangle
 
 from textglauber.vocabulary import AllowedVocab
 
-from conftest import random_joint
+from conftest import JointScorer, random_joint
 
 
 def _rects(scorer, tok, count=24, seed=0, n=10):
@@ -51,7 +51,7 @@ def test_replacements_come_from_the_models_top_k(tiny_mlm, full_scorer):
 
 def test_R_is_zero_for_conditionals_of_an_explicit_joint():
     k, n = 4, 4
-    sc = exact.JointScorer(np.arange(k), n, random_joint(k, n, seed=3))
+    sc = JointScorer(np.arange(k), n, random_joint(k, n, seed=3))
     g = torch.Generator().manual_seed(0)
     passages = torch.randint(k, (30, n), generator=g)
     rects = rectangle.sample(sc, passages, 50, g, top_k=3)
@@ -146,7 +146,7 @@ def test_R_is_zero_for_an_explicit_joint_even_on_windows_with_disallowed_tokens(
     """Sites are drawn only among allowed positions; the other positions may hold anything."""
     k, n = 4, 4
     log_mu = random_joint(k + 2, n, seed=5)
-    sc = exact.JointScorer(np.arange(k + 2), n, log_mu)
+    sc = JointScorer(np.arange(k + 2), n, log_mu)
     vocab = AllowedVocab(ids=torch.arange(k), tokens=tuple(map(str, range(k))), vocab_size=k + 2)
 
     class Restricted:                    # the joint's conditionals over the candidates 0..k-1 only
@@ -180,7 +180,7 @@ def test_grid_reduces_to_rectangle_and_vanishes_on_a_joint(tiny_mlm, full_scorer
     assert g2["R"][0, 1, 0, 1] == pytest.approx(df.R[0], abs=1e-5)
     assert g2["mean_R"] == pytest.approx(df.R[0], abs=1e-5)
     k, n = 4, 3
-    sc = exact.JointScorer(np.arange(k), n, random_joint(k, n, seed=1))
+    sc = JointScorer(np.arange(k), n, random_joint(k, n, seed=1))
     gj = rectangle.grid(sc, torch.tensor([0, 1, 2]), 0, 2, [0, 1, 2, 3], [2, 3, 0, 1])
     assert gj["mean_R"] < 1e-9 and gj["misfit"] < 1e-9
     gm = rectangle.grid(full_scorer, x, i, j, *[rectangle.runs._grid_tokens(full_scorer, x, s, 4, torch.Generator().manual_seed(0), 20) for s in (i, j)])
@@ -255,6 +255,7 @@ def test_summary_interval_resamples_passages():
     assert 0.85 < np.mean(widths) / (2 * 1.96 * np.mean(ses)) < 1.05
 
 
+@pytest.mark.slow
 def test_control_windows_are_cut_from_the_masked_lms_texts():
     """Issue 19: the control must read the masked LMs' text, not its own windows of n of its tokens.
     With a WordPiece (uncased MiniLM) masked LM and a byte-level BPE control (SmolLM2), each control

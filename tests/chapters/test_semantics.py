@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from textglauber import exact, growth, semantics
+from textglauber import growth, semantics
+from conftest import JointScorer
 
 
 def _angle_embedder():
@@ -26,7 +27,7 @@ def _onehot_embedder(k):
 def test_drift_curve_matches_known_cosines():
     rng = np.random.default_rng(0)
     states = rng.integers(0, 7, size=(5, 3, 4))
-    d = semantics.drift_curve(_angle_embedder(), states)
+    d = semantics.drift_of(_angle_embedder()(states))
     want = 1 - np.cos(0.3 * (states[:, :, 0] - states[0, :, 0]))
     np.testing.assert_allclose(d, want, atol=1e-12)
     assert (d[0] == 0).all()
@@ -50,7 +51,7 @@ def test_drift_tracker_equals_brute_force_at_every_step(block):
     tr = semantics.DriftTracker(emb, x0, deltas, record_every=10)
     for s in range(1, L + 1, block):
         tr.update(states[s:s + block])
-    d = semantics.drift_curve(emb, states)
+    d = semantics.drift_of(emb(states))
     for j, delta in enumerate(deltas):
         tau, cens = semantics.hitting_times(np.arange(L + 1), d, delta)
         np.testing.assert_array_equal(np.isnan(tr.tau[j]), cens)
@@ -62,12 +63,12 @@ def test_drift_tracker_equals_brute_force_at_every_step(block):
 
 def _uniform(k, n):
     """Every conditional uniform on k tokens (a constant joint law)."""
-    return exact.JointScorer(np.arange(k), n, np.zeros(k ** n))
+    return JointScorer(np.arange(k), n, np.zeros(k ** n))
 
 
 def _frozen(k, n, keep):
     """A joint law whose mass sits on the states in ``keep``, none of them neighbours: chains never move."""
-    sc = exact.JointScorer(np.arange(k), n, np.zeros(k ** n))
+    sc = JointScorer(np.arange(k), n, np.zeros(k ** n))
     log_mu = np.full(k ** n, -1e4)
     log_mu[sc.chain.index(np.asarray(keep))] = 0.0
     sc.log_mu = log_mu

@@ -1,6 +1,7 @@
 """Trap detection on planted trajectories, and trap classification by score margins."""
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 
 from textglauber import engine, exact, margins, traps, vocabulary
@@ -93,6 +94,7 @@ def _trapped(found, last):
     return m
 
 
+@pytest.mark.slow
 def test_one_chain_recorded_every_step_and_every_5_steps_finds_the_same_traps():
     """The engine run twice from the same seed, recorded at two spacings: the same steps are
     trapped up to the coarse record's resolution and the estimate where several moves fall

@@ -10,7 +10,7 @@ import torch
 from textglauber import engine, exact
 from textglauber.engine import ChainSpec
 
-from conftest import joint_chain
+from conftest import joint_chain, JointScorer
 
 
 def _empirical(run, ex, burn):
@@ -127,7 +127,7 @@ def test_a_run_interrupted_by_the_old_engine_resumes(tmp_path):
     records of an uninterrupted run of the same seed."""
     log_mu = np.random.default_rng(0).normal(size=3 ** 4)
     log_mu[40] += 6.0
-    sc = exact.TabulatedScorer(exact.JointScorer(np.arange(3), 4, log_mu), 4)
+    sc = exact.TabulatedScorer(JointScorer(np.arange(3), 4, log_mu), 4)
     init = torch.as_tensor(sc.chain.states[[40, 40, 0, 1]])
     spec = ChainSpec(temperature=0.25, steps=600, record_every=10, checkpoint_every=150)
     folder = tmp_path / "run"

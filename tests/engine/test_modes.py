@@ -11,7 +11,7 @@ import pytest
 import scipy.stats as st
 import torch
 
-from conftest import CountingScorer
+from conftest import CountingScorer, JointScorer
 from textglauber import coupling, engine, exact, groundtruth, models, stats, vocabulary
 from textglauber.engine import ChainSpec
 
@@ -135,7 +135,7 @@ def trap_joint(seed=0, depth=12.0):
     k, n = 3, 4
     log_mu = np.random.default_rng(seed).normal(size=k ** n)
     log_mu[40] += depth
-    return exact.TabulatedScorer(exact.JointScorer(np.arange(k), n, log_mu), n), 40
+    return exact.TabulatedScorer(JointScorer(np.arange(k), n, log_mu), n), 40
 
 
 # ---------------------------------------------------------------- wrong engines
@@ -381,7 +381,7 @@ def slope_trap(n=9, k=3, d=1.0):
     chain stays there, and where it has stepped away it stays a while in a state it has not seen
     (a step back is likely only at the one site it changed), visiting its other sites."""
     states = exact.enumerate_states(np.arange(k), n)
-    return exact.JointScorer(np.arange(k), n, -d * (np.asarray(states) != 0).sum(1))
+    return JointScorer(np.arange(k), n, -d * (np.asarray(states) != 0).sum(1))
 
 
 @pytest.mark.parametrize("tokens, case", [(0, "table"), (2, "table"), (4, "slope")])
@@ -417,6 +417,7 @@ def test_memo_cache_writes_for_each_site_what_a_fresh_row_gives(small_scorer, mo
         assert all(got[cache.col[f]].item() == v.double().item() for f, v in fresh.items()), (key, i)
 
 
+@pytest.mark.slow
 def test_memo_scores_ahead_the_sites_a_chain_will_need_in_fewer_calls(monkeypatch):
     """On the slope trap (T = 0.25, 16 chains from its bottom, 2000 steps) chains that step away
     reach states they have not seen and need a row at most of the sites they visit there. A round
@@ -892,6 +893,7 @@ def test_resume_after_kill_in_jump_mode_equals_the_uninterrupted_run(full_scorer
     assert _equal_runs(whole, _killed_and_resumed(full_scorer, init, spec, 7, tmp_path, kill_at=60))
 
 
+@pytest.mark.slow
 def test_resume_after_kill_in_auto_mode_equals_the_uninterrupted_run_and_needs_the_saved_policy(tmp_path, monkeypatch):
     """12 chains in a trap and 4 elsewhere; auto's policy is scripted to switch between jump and
     the stepping modes (jump segments of up to 1000 steps, cut at each checkpoint), with a jump
@@ -970,7 +972,7 @@ def test_auto_scores_far_fewer_rows_in_a_perfect_trap_and_no_more_at_high_temper
         rows[m] = c.rows
     assert (r.states == start.numpy()).all()
     assert rows["auto"] * 20 < rows["plain"] and r.modes[-1][0] == "jump"
-    hot = exact.TabulatedScorer(exact.JointScorer(np.arange(3), 4, np.random.default_rng(1).normal(size=81)), 4)
+    hot = exact.TabulatedScorer(JointScorer(np.arange(3), 4, np.random.default_rng(1).normal(size=81)), 4)
     init = torch.as_tensor(hot.chain.states[np.random.default_rng(2).integers(0, 81, 16)])
     for m in ("plain", "auto"):
         c = RowCounter(hot)

@@ -68,3 +68,49 @@ def test_a_private_name_taken_across_modules_is_caught(tmp_path, monkeypatch):
         assert "textglauber.b: from textglauber.a import _hidden" in str(e) and "textglauber.b: a._hidden" in str(e)
     else:
         raise AssertionError("the check passed a private name taken across modules")
+
+
+def _shadowed(src: Path) -> list[str]:
+    """Submodules that their package's ``__init__`` hides behind another object of the same name
+    (``from .x import x`` makes ``import pkg.x`` hand out the function, not the module)."""
+    out = []
+    for init in src.rglob("__init__.py"):
+        here = ".".join(init.parent.relative_to(src).parts)
+        subs = {p.stem for p in init.parent.glob("*.py") if p.stem != "__init__"} | \
+               {p.name for p in init.parent.iterdir() if (p / "__init__.py").is_file()}
+        tree, imports, _ = _imports(init, here, True)
+        for mod, names in imports:
+            out += [f"{here}.{n}" for n in names if n in subs and mod != here]
+    return sorted(out)
+
+
+def test_no_package_hides_a_submodule_behind_a_name_it_exports():
+    assert _shadowed(SRC) == []
+
+
+def test_a_hidden_submodule_is_caught(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from .catalogue import catalogue\n")
+    (pkg / "catalogue.py").write_text("def catalogue():\n    return 1\n")
+    assert _shadowed(tmp_path) == ["pkg.catalogue"]
+
+
+def _map_names(doc: str) -> set[str]:
+    import re
+    return set(re.findall(r"``([a-z_]+)``", doc))
+
+
+def test_the_package_map_names_every_module_and_package_and_nothing_else():
+    """The map in ``textglauber/__init__`` is how a newcomer finds a chapter's science: it names every
+    top-level module and package, and no name that is not one (words in double backquotes that are
+    functions, such as ``start_chapter``, are allowed when the package defines them)."""
+    import textglauber
+
+    pkg = SRC / "textglauber"
+    present = {p.stem for p in pkg.glob("*.py") if p.stem != "__init__"} | \
+              {p.name for p in pkg.iterdir() if (p / "__init__.py").is_file()}
+    named = _map_names(textglauber.__doc__)
+    assert present - named == set(), "missing from the map"
+    strays = {n for n in named - present if not any(n in f.read_text() for f in pkg.rglob("*.py") if f.name != "__init__.py")}
+    assert strays == set(), "named in the map but nowhere in the package"

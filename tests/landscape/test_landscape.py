@@ -239,6 +239,7 @@ def test_search_budget_is_reported():
     assert not found.finished and found.opened <= 3 + 2 * 8          # the budget and the bracket's two paths
 
 
+@pytest.mark.slow
 def test_one_budget_for_the_whole_search():
     """The budget counts the states of every descent and every Dijkstra search of one length together.
     On a Curie-Weiss chain of 2^14 states the least-cost path must first settle every state cheaper

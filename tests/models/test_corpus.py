@@ -8,6 +8,7 @@ import pytest
 
 from textglauber import corpus, hub, models, paths
 from textglauber.bookbuild import preflight as build_preflight
+from conftest import named_models
 
 MARCO_ROWS = [{"query": "q1", "passages": {"is_selected": [0, 1], "passage_text": ["first passage.", "second one."]}},
               {"query": "q2", "passages": {"is_selected": [1], "passage_text": ["third passage here."]}}]
@@ -96,7 +97,7 @@ def test_offline_paper_profile_stops_before_compute_with_one_message_each(monkey
         build_preflight.preflight("paper", chapters)
     msg = str(exc.value)
     P = build_preflight.P
-    wanted = sorted({n for ch in chapters for n in P.model_names(P.chapter_parameters("paper", ch))})
+    wanted = sorted({n for ch in chapters for n in named_models(P.chapter_parameters("paper", ch))})
     assert len(wanted) >= 6
     for name in wanted:
         assert msg.count(f"model {name!r}") == 1, name

@@ -9,6 +9,8 @@ from safetensors.torch import load_file
 from textglauber import models, train_mlm, vocabulary
 from textglauber.train_mlm import PRESETS, Preset
 
+pytestmark = pytest.mark.slow          # minutes together: `pytest -m "not slow"` leaves them out
+
 # the tiny preset, shortened: 4 checkpoints (steps 6, 12, 18, 24) and a resumable state every 5 steps
 TINY = Preset(**{**asdict(PRESETS["tiny"]), "steps": {"scratch": 24}, "save_every": 5})
 

@@ -67,7 +67,6 @@ def check_writable(folders: list[Path]) -> None:
 
 
 # --------------------------------------------------------------------------- one build of a profile at a time
-LOCK_NAME = "build.lock"
 _lock_scopes: list = []
 
 
@@ -75,7 +74,7 @@ def lock_paths(staged: Path, results_root: Path, profile: str) -> list[Path]:
     """The locks a build of ``profile`` takes: one beside its stamps (the staged book, the partial
     notebooks) and one in its results folder (the chains' checkpoints), which another build folder
     may share."""
-    return [stamps_dir(staged).parent / LOCK_NAME, Path(results_root) / profile / LOCK_NAME]
+    return [stamps_dir(staged).parent / lockfile.LOCK_NAME, Path(results_root) / profile / lockfile.LOCK_NAME]
 
 
 def acquire_lock(path: Path, what: str, log=print) -> None:

@@ -4,8 +4,8 @@ chapter 3: the landscape).
 A move that writes token a at site i has cost max_b s_i(b) - s_i(a) >= 0, and its probability
 behaves as exp(-cost / T) as T falls. From the costs alone:
 
-- ``wells``: the wells, bottom classes of the graph of zero-cost moves (fixed points and zero-cost
-  cycles alike);
+- ``zerocost``: the wells (:func:`wells`), bottom classes of the graph of zero-cost moves (fixed
+  points and zero-cost cycles alike);
 - ``wgraph``: W-graphs over the wells by minimum spanning arborescences (networkx's Edmonds
   algorithm), and Gamma = W(1) - W(2), the exponent of the relaxation time;
 - ``enumerated``: the landscape of a chain whose states can all be listed (the two-token chains of
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .enumerated import Landscape, landscape, two_token_landscape, two_token_moves
 from .explore import Moves, Searched, descend, search
-from .wells import bottom_classes, wells
+from .zerocost import bottom_classes, wells
 from .wgraph import deepest_root, forest_weight, gamma, least_weight
 
 __all__ = ["Landscape", "Moves", "Searched", "bottom_classes", "deepest_root", "descend", "forest_weight", "gamma",

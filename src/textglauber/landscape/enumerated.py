@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
 from ..phase.states import Scores, context_of
-from .wells import wells as find_wells
+from .zerocost import wells as find_wells
 from .wgraph import deepest_root, gamma
 
 ZERO = 1e-300

@@ -1,5 +1,5 @@
 """Chapter 5's page text (docs/science.md, chapter 5): the words, views and plots of the trap
-catalogue (:mod:`textglauber.traps.catalogue`) and of the escape section
+catalogue (:mod:`textglauber.traps.detection`) and of the escape section
 (:mod:`textglauber.traps.escape_section`), the preprint's trap figures as the chapter's comparison
 table shows them (:func:`preprint_row`, from :data:`textglauber.reported.TRAPS`), and the chapter's
 row on the findings page (:func:`headline`): the catalogue of the long chains, escape from perfect

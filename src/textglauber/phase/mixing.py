@@ -110,13 +110,13 @@ class MixingTime:
 def mixing_time(P, eps: float = 0.25, *, max_states: int = TMIX_MAX_STATES, t_max: int = 2 ** 50,
                 pi: np.ndarray | None = None) -> MixingTime:
     """Exact t_mix(eps) = min t with max_x TV(P^t(x, .), pi) <= eps, by repeated squaring of the
-    dense kernel (:func:`textglauber.exact.mixing_time`): O(log t) products of S x S matrices, so
+    dense kernel (:func:`textglauber.exact.mixing_steps`): O(log t) products of S x S matrices, so
     only up to ``max_states`` states, and NaN rather than an error past ``t_max`` steps."""
     if P.shape[0] > max_states:
         return MixingTime(np.nan, "too many states")
     pi = exact.stationary(P) if pi is None else pi
     try:
-        return MixingTime(float(exact.mixing_time(P, eps, t_max=t_max, pi=pi)), "exact")
+        return MixingTime(float(exact.mixing_steps(P, eps, t_max=t_max, pi=pi)), "exact")
     except RuntimeError:
         return MixingTime(np.nan, "beyond t_max")
 

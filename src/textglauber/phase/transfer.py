@@ -82,7 +82,7 @@ def dbar(M: np.ndarray, starts: np.ndarray) -> float:
 def _largest_t(P: np.ndarray, holds, t_max: int) -> tuple[int, bool]:
     """The largest t with holds(t, P^t) given that holds(1, P): repeated squaring finds the first power
     of two where it fails, then the t below is built bit by bit from the top (O(log t) products),
-    as in :func:`textglauber.exact.mixing_time`. The flag is True when it still holds at t_max."""
+    as in :func:`textglauber.exact.mixing_steps`. The flag is True when it still holds at t_max."""
     powers = [P]                                        # powers[k] = P^(2^k)
     while holds(2 ** (len(powers) - 1), powers[-1]):
         if 2 ** len(powers) > t_max:

@@ -52,6 +52,6 @@ from .loader import (build_order, chapter_notebooks, chapter_parameters, check_p
                      params_dir, profile_path, profiles, validate_or_exit)
 from .messages import explain, problems
 from .notebooks import notebook_parameters, schema_mismatch
-from .refs import ModelRef, corpus_names, model_names, model_refs, refs_in
+from .refs import ModelRef, corpus_names, model_refs, refs_in
 from .values import (ARTIFACTS, CONTENT_LENGTH, MAX_SPINS, MAX_STATES, NULL_SEEDS, PHASE_MAX_N, PHASE_TMIX_MAX_STATES,
                      TRAINING_PRESETS, Embedder, Length, ListOf, NamesModels, PosInt, TopicScorer, TrainingRun)

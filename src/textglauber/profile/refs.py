@@ -202,18 +202,6 @@ def _entry(cls: type[ModelEntry], value: dict, key: str, lengths: tuple) -> Mode
     return ModelRef(key, value["name"], cls.role_of(value), tuple(tokens), own or lengths, corpus)
 
 
-def model_names(params: dict, notebook: str | None = None) -> list[str]:
-    """The models a chapter's parameters name, at any depth (:func:`model_refs`;
-    ``notebook``: the chapter's, where the caller knows it), that
-    :func:`textglauber.models.resolve` is asked for by name: every model entry's ``name``, an
-    ``nli:`` scorer's model and a ``sentence:`` embedder's
-    (not a ``sentence:package:`` one, an installed package that is no model name, nor an
-    ``embedding:`` scorer's or the training run a chapter describes: see
-    :func:`textglauber.bookbuild.stamps.models_read` for every model a chapter reads)."""
-    return [r.name for r in model_refs(notebook, params)
-            if r.via in ("", "nli") or (r.via == "sentence" and not r.name.startswith("package:"))]
-
-
 def corpus_names(params: dict, notebook: str | None = None) -> list[str]:
     """Every corpus a chapter's model entries name, at any depth (for the pre-flight check)."""
     return [r.corpus for r in model_refs(notebook, params) if r.corpus]

@@ -1,6 +1,6 @@
 """Chapter 5, traps (docs/science.md, chapter 5): one module per concept.
 
-- ``catalogue``       traps *detected* in recorded chains: metastable windows of the drift, each
+- ``detection``       traps *detected* in recorded chains (:func:`catalogue`): metastable windows of the drift, each
                       classified by the score margins of its representative state (perfect or
                       approximate) and the margin bound's predicted escape time
 - ``finder``          traps *searched for* from the scores before any chain runs: the one finder,
@@ -20,11 +20,12 @@
 
 The section's sentences, tables and plots, and the catalogue's, are
 :mod:`textglauber.pages.traps`'s. The names below are the package's public API; the function
-``catalogue`` is reached as ``traps.catalogue`` (the module of that name holds it).
+``catalogue`` is ``traps.catalogue``, and its module is ``traps.detection`` (no module shares the
+name of a function the package exports).
 """
 from __future__ import annotations
 
-from .catalogue import COLUMNS, catalogue, consecutive_drift, detect, step_drift, trajectories, vacuous
+from .detection import COLUMNS, catalogue, consecutive_drift, detect, step_drift, trajectories, vacuous
 from .escape import BASIN_CAP, EscapeRun, RowMemo, escape_times
 from .escape_section import (MIN_MEDIANS, at_preprint_temperature, choose_traps, escape_counts, escape_growth,
                              exact_cases, exactness, measure_model, nontrivial)

@@ -289,8 +289,10 @@ def temperatures_for(rows: torch.Tensor, state, vocab, targets, lo: float = 1e-3
 
 
 # ----------------------------------------------------------------------------- against enumeration
-def hamming_ball(states: np.ndarray, center: int, k: int) -> np.ndarray:
-    """The members of {x : d(x, x*) < k} among the enumerated ``states`` (x* = states[center])."""
+def within_escape_distance(states: np.ndarray, center: int, k: int) -> np.ndarray:
+    """The members of {x : d(x, x*) < k} among the enumerated ``states`` (x* = states[center]): the
+    states a chain has not yet escaped from at distance k (strictly inside; the phase section's
+    :func:`textglauber.phase.mixing.hamming_ball` is the closed ball d <= r)."""
     return (np.asarray(states) != np.asarray(states)[center]).sum(1) < k
 
 
@@ -299,7 +301,7 @@ def exact_exit_law(chain, center: int, k: int, horizon: float = 2.0 ** 1000) -> 
     enumerated chain, as the superbasin's doubling tables of the whole ball (no subtraction): with
     :func:`textglauber.engine.superbasin.exit_cdf` and ``exit_quantile`` it gives the distribution
     the chains are drawn from. Returns (tables, the center's row in them)."""
-    members = hamming_ball(chain.states, center, k)
+    members = within_escape_distance(chain.states, center, k)
     law = superbasin.exit_law(*exact.ball_split(chain.kernel, members), horizon)
     return law, int(np.flatnonzero(members).searchsorted(center))
 
@@ -310,7 +312,7 @@ def exact_escape(chain, center: int, k: int) -> dict:
     digits), and the expected number of moves (changes of state) it takes, from the same solve on
     the jump chain P(x, y) / (1 - P(x, x))."""
     P = chain.kernel
-    members = hamming_ball(chain.states, center, k)
+    members = within_escape_distance(chain.states, center, k)
     at = int(np.flatnonzero(members).searchsorted(center))
     leave = exact.leave_probabilities(P)
     J = sp.csr_matrix(P, copy=True)

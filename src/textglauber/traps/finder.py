@@ -15,7 +15,7 @@ argmax. Three functions, one the primitive and two its callers:
   (:func:`holding_steps`, exact from the n conditionals). The benchmark's metastable grid starts its
   trap cells there (:mod:`textglauber.bench.metastable`).
 
-The trap catalogue of recorded chains (:mod:`textglauber.traps.catalogue`) finds no trap by
+The trap catalogue of recorded chains (:mod:`textglauber.traps.detection`) finds no trap by
 search: it reads metastable windows off chains that ran, and classifies each by its margins.
 """
 from __future__ import annotations

@@ -22,7 +22,7 @@ before the search starts, and the search never opens a state dearer than that bo
 trap's margin, the smallest gap between a site's argmax and its runner-up.
 
 **When V_k is the exponent.** As T falls, a step makes only the moves of cost zero. A *well* is
-a bottom class of the graph of those moves (:mod:`textglauber.landscape.wells`): a set of states that
+a bottom class of the graph of those moves (:mod:`textglauber.landscape.zerocost`): a set of states that
 zero-cost moves cannot leave and inside which they go from any member to any other. A fixed point
 (every move costs more than zero) is a well of one state; states that the zero-cost moves cycle
 through are one well of several. If the ball {d < k} holds no well other than x*, the escape time
@@ -47,7 +47,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..landscape.wells import bottom_classes
+from ..landscape.zerocost import bottom_classes
 from .escape import RowMemo, site_scores
 
 MAX_STATES = 500          # states one search may open (n rows each at most) before it reports a lower bound

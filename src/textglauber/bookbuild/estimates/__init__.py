@@ -43,7 +43,7 @@ f52a2ef, and the basins chapter's null chains 1.4 times).
 
 The package: ``calibration`` (the calibration machine's times and parameters), ``costs`` (a
 scored row of each model), ``work`` (each chapter's work count), ``seconds`` (a chapter's estimate,
-a last run rescaled), ``probe`` (this machine's speed) and ``training`` (a training preset's work).
+a last run rescaled), ``probing`` (this machine's speed: :func:`probe`) and ``training`` (a training preset's work).
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ from .calibration import (BENCH_SECONDS, CALIBRATION_COMMIT, CALIBRATION_PARAMET
                           OVERHEAD_S, REFERENCE_PROBE_ONE_S, REFERENCE_PROBE_S, REFERENCE_TRAINING_STEPS,
                           STANDINS_SECONDS, TRAINING_OVERHEAD_S, TRAINING_SECONDS)
 from .costs import CHAIN_ROW_FLOOR, MINILM_SHAPE, REF_ROW, ROW_FLOOR, SHAPES, layer_cost, model_cost, step_cost
-from .probe import PROBE_BATCH, PROBE_BUDGET_S, PROBE_PASSES, PROBE_TOKENS, Probe, probe
+from .probing import PROBE_BATCH, PROBE_BUDGET_S, PROBE_PASSES, PROBE_TOKENS, Probe, probe
 from .seconds import estimate, reference_work, rescaled, seconds_per_unit
 from .training import training_done, training_work
 from .work import (COUPLING_SHARE, ESCAPE_CHAIN, ESCAPE_ROWS, EXACT_STEP, FIND_SWEEPS, PHASE_CELL, SEARCH_ROWS,

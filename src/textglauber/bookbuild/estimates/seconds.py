@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .calibration import CALIBRATION_PARAMETERS, CALIBRATION_SECONDS, FIXED_S, OVERHEAD_S
-from .probe import Probe
+from .probing import Probe
 from .work import chapter_work
 
 

@@ -204,6 +204,24 @@ class TabulatedScorer:
         return self.table[idx, sites.cpu()]
 
 
+GAP_FLOOR = 1e-12
+"""Smallest spectral gap 1 - |lambda_2| taken as resolved.
+
+A backward-stable eigenvalue solver returns the eigenvalues of P + E with ||E|| about
+machine epsilon (2.2e-16) times ||P||_F, and ||P||_F <= sqrt(S) <= 128 for the S <= 2^14 states
+used here, so the absolute error of |lambda_2| is of order 1e-14 times the eigenvalue's
+condition number. A non-reversible kernel's eigenvalues are not perfectly conditioned; the floor
+leaves two orders of magnitude for that. Below it, |lambda_2| cannot be told apart from 1 and the
+relaxation time (beyond 1e12 steps) is reported as unresolved (NaN) instead of as a rounding artefact.
+The one floor of every relaxation time in the package (:func:`relaxation_time`)."""
+
+
+def relaxation_time(lambda2_abs: float) -> float:
+    """t_rel = 1 / (1 - |lambda_2|), or NaN (not resolved) where the gap is below :data:`GAP_FLOOR`."""
+    gap = 1.0 - float(lambda2_abs)
+    return 1.0 / gap if gap >= GAP_FLOOR else np.nan
+
+
 def spectral_gap(P) -> dict:
     """Absolute spectral gap 1 - max_{lambda != 1} |lambda| and relaxation time 1 / gap.
 
@@ -219,7 +237,7 @@ def spectral_gap(P) -> dict:
     ev = ev[np.argsort(-np.abs(ev))]
     second = float(np.abs(ev[1])) if len(ev) > 1 else 0.0
     gap = 1.0 - second
-    return {"gap": gap, "relaxation_time": (1.0 / gap) if gap > 0 else np.inf, "eigenvalues": ev,
+    return {"gap": gap, "relaxation_time": relaxation_time(second), "eigenvalues": ev,
             "complex": bool(np.abs(ev.imag).max() > 1e-9)}
 
 

@@ -313,15 +313,16 @@ class Restricted:
     basins: pd.DataFrame
     tables: list[tuple[dict, TabulatedScorer]]
     described: list[dict]
+    notes: list[str]
 
 
-def run_models(models_: list[dict], temperatures, gen: torch.Generator, notes: list[str], *, device: str, dtype: str,
-               on_missing_model: str, **settings) -> Restricted:
-    """:func:`ground_truth` for each model of ``models_`` restricted to its tokens and length, with the
+def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: str, on_missing_model: str,
+               temperatures, **settings) -> Restricted:
+    """:func:`ground_truth` for each model entry of ``specs`` restricted to its tokens and length, with the
     model's own embedding of each state; ``settings`` are :func:`ground_truth`'s. A model that cannot
-    be had is skipped with a line in ``notes`` or raises, as ``on_missing_model`` says."""
-    frames, trap_frames, described, restricted = [], [], [], []
-    for spec in models_:
+    be had is skipped with a line in the result's ``notes`` or raises, as ``on_missing_model`` says."""
+    frames, trap_frames, described, restricted, notes = [], [], [], [], []
+    for spec in specs:
         opened = models.or_skip(on_missing_model, notes, spec["name"], models.open_mlm, spec, device=device,
                                 dtype=measurement_dtype(dtype))
         if opened is None:
@@ -337,7 +338,7 @@ def run_models(models_: list[dict], temperatures, gen: torch.Generator, notes: l
         if len(gt.traps):
             trap_frames.append(gt.traps.assign(**label))
     basins = pd.concat(trap_frames, ignore_index=True) if trap_frames else pd.DataFrame()
-    return Restricted(pd.concat(frames, ignore_index=True), basins, restricted, described)
+    return Restricted(pd.concat(frames, ignore_index=True), basins, restricted, described, notes)
 
 
 def basin_summary(basins: pd.DataFrame) -> pd.DataFrame:

@@ -150,9 +150,9 @@ def experiment(scorer, passages: torch.Tensor, temperatures, *, n_contexts: int,
 
 
 # --------------------------------------------------------------------------- the bounds chapter
-def run_models(mlms: list[dict], *, seq_len: int, n_contexts: int, top_k: int, extra: int, temperatures, eps: float,
-               drift_k: int, drift_states: int, drift_temperatures, gen: torch.Generator, device="auto",
-               dtype="auto", on_missing_model: str = "skip"):
+def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: str, on_missing_model: str,
+               seq_len: int, n_contexts: int, top_k: int, extra: int, temperatures, eps: float,
+               drift_k: int, drift_states: int, drift_temperatures):
     """The bounds chapter's protocol for each masked LM in turn: seed windows of its corpus,
     influence estimates (:func:`experiment`), the drift of its ``drift_token`` planted ``drift_k``
     times (:func:`margins.drift_table`) and the score gaps of the seed windows. A model that
@@ -161,7 +161,7 @@ def run_models(mlms: list[dict], *, seq_len: int, n_contexts: int, top_k: int, e
     Returns (InfluenceResult by model, alpha table, drift table, drift per state, gap table, model
     descriptions, notes)."""
     fits, alpha, drift, states, gaps, described, notes = {}, [], [], [], [], [], []
-    for spec in mlms:
+    for spec in specs:
         opened = models.or_skip(on_missing_model, notes, spec["name"], models.open_mlm, spec, device=device,
                                 dtype=dtype)
         if opened is None:

@@ -392,18 +392,18 @@ def null_comparison(topic: pd.DataFrame, null: pd.DataFrame, *, alpha: float = 0
 # --------------------------------------------------------------------------- the basins chapter
 
 
-def run_models(mlms: list[dict], score, labels: list[str], seed_topics: list[str], *, on_missing_model: str = "skip",
-               **chain_options):
-    """:func:`basin_chains` for each masked LM in turn (``chain_options``: its keyword arguments). A
+def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: str, on_missing_model: str,
+               score, labels: list[str], seed_topics: list[str], **chain_options):
+    """:func:`basin_chains` for each masked LM in turn (``chain_options``: its other keyword arguments). A
     model that cannot be had becomes a note (``on_missing_model="skip"``) or stops the run
     (``"fail"``). Returns (the scores of every chain of every model, model descriptions, notes,
     (LoadedModel, scorer) of the first model that ran)."""
     from .models import or_skip
 
     frames, described, notes, first = [], [], [], None
-    for spec in mlms:
+    for spec in specs:
         done = or_skip(on_missing_model, notes, spec["name"], basin_chains, spec, score, labels, seed_topics,
-                       **chain_options)
+                       gen=gen, device=device, dtype=dtype, **chain_options)
         if done is None:
             continue
         lm, scorer, frame = done

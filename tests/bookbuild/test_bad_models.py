@@ -74,10 +74,10 @@ def _one_line(exc) -> str:
 
 def test_a_folder_without_a_model_is_refused(folders, no_weights):
     with pytest.raises(ModelMismatchError) as exc:
-        models.check_models([Wanted(folders["empty"], "mlm", "bounds mlms")])
+        models.check_models([Wanted(folders["empty"], "mlm", "bounds models")])
     msg = _one_line(exc)
     assert "should be a masked LM" in msg and "not a model folder: no config.json" in msg
-    assert "README.md" in msg and "bounds mlms" in msg
+    assert "README.md" in msg and "bounds models" in msg
 
 
 def test_a_masked_lm_as_the_causal_control_is_refused(folders, no_weights):
@@ -89,13 +89,13 @@ def test_a_masked_lm_as_the_causal_control_is_refused(folders, no_weights):
 
 def test_a_causal_lm_as_a_masked_lm_is_refused(folders, no_weights):
     with pytest.raises(ModelMismatchError) as exc:
-        models.check_models([Wanted(folders["gpt2"], "mlm", "incompatibility mlms")])
+        models.check_models([Wanted(folders["gpt2"], "mlm", "incompatibility models")])
     assert "should be a masked LM, but it is a causal LM (GPT2LMHeadModel)" in _one_line(exc)
 
 
 def test_a_config_wider_than_its_weights_is_refused(folders, no_weights):
     with pytest.raises(ModelMismatchError) as exc:
-        models.check_models([Wanted(folders["wide"], "mlm", "bounds mlms")])
+        models.check_models([Wanted(folders["wide"], "mlm", "bounds models")])
     msg = _one_line(exc)
     assert "config.json does not match its weights" in msg
     assert "hidden_size is 32" in msg and "word_embeddings.weight in model.safetensors is 10 x 16" in msg
@@ -122,7 +122,7 @@ def test_sentence_and_nli_roles(folders, no_weights):
 
 
 def test_roles_come_from_the_chapter_parameters():
-    prm = {"mlms": [{"name": "a"}], "control": {"name": "b", "kind": "causal"},
+    prm = {"models": [{"name": "a"}], "control": {"name": "b", "kind": "causal"},
            "model": {"name": "c", "embedder": "sentence:d"}, "topic_scorer": "nli:e", "seq_len": 4}
     got = {(w.name, w.role) for w in models.wanted_models(prm, "ch")}
     assert got == {("a", "mlm"), ("b", "causal"), ("c", "mlm"), ("d", "sentence"), ("e", "nli")}
@@ -132,9 +132,9 @@ def test_roles_come_from_the_chapter_parameters():
 
 def test_preflight_refuses_each_bad_model_with_one_line_before_any_load(folders, monkeypatch, no_weights):
     chapters = {
-        "incompatibility": {"mlms": [{"name": folders["gpt2"]}, {"name": folders["bert"]}],
+        "incompatibility": {"models": [{"name": folders["gpt2"]}, {"name": folders["bert"]}],
                             "control": {"name": folders["bert"], "kind": "causal"}},
-        "bounds": {"mlms": [{"name": folders["empty"]}, {"name": folders["wide"]}]},
+        "bounds": {"models": [{"name": folders["empty"]}, {"name": folders["wide"]}]},
     }
     monkeypatch.setattr(build_preflight.P, "chapter_parameters", lambda profile, ch, *a, **k: dict(chapters[ch]))
     with pytest.raises(SystemExit) as exc:
@@ -239,7 +239,7 @@ def test_a_cached_hub_model_is_checked_in_its_snapshot(folders, monkeypatch, tmp
     monkeypatch.setattr(hc, "HF_HUB_CACHE", str(cache))
     models.check_models([Wanted("someone/tiny-gpt2", "causal")])
     with pytest.raises(ModelMismatchError, match="'someone/tiny-gpt2' .*should be a masked LM, but it is a causal LM"):
-        models.check_models([Wanted("someone/tiny-gpt2", "mlm", "bounds mlms")])
+        models.check_models([Wanted("someone/tiny-gpt2", "mlm", "bounds models")])
 
 
 def test_a_window_longer_than_the_model_takes_is_refused_from_its_config():

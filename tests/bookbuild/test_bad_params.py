@@ -122,8 +122,8 @@ CASES = [
      "chapter 'crossover': model.name = '': must be a model name"),
     ("nested-list", "ground_truth", "holding", {"temperatures": [0.05, -0.1], "deepest": 2, "chains": 200, "steps": 10},
      "chapter 'ground_truth': holding.temperatures[1] = -0.1: must be a finite number > 0"),
-    ("list-entry", "incompatibility", "mlms", [{"name": "tiny-mlm", "corpus": "tiny", "whole_word": True}],
-     "chapter 'incompatibility': mlms[0].whole_word = true: not a key of a model entry (did you mean 'whole_words'?)"),
+    ("list-entry", "incompatibility", "models", [{"name": "tiny-mlm", "corpus": "tiny", "whole_word": True}],
+     "chapter 'incompatibility': models[0].whole_word = true: not a key of a model entry (did you mean 'whole_words'?)"),
     ("embedder", "traps", "model", {"name": "tiny-mlm", "corpus": "tiny", "embedder": "sentnce:x"},
      "chapter 'traps': model.embedder = 'sentnce:x': must be 'self', 'hamming' or 'sentence:NAME'"),
     ("on-missing", "bounds", "on_missing_model", "ignore",
@@ -149,8 +149,8 @@ CASES = [
      "chapter 'basins': null_seeds[1] = 'uniform': must be one of 'shuffled', 'random'"),
     ("drift_k", "bounds", "drift_k", 11, "chapter 'bounds': drift_k = 11: must be at most seq_len = 10"),
     ("grid_k", "incompatibility", "grid_k", 1, "chapter 'incompatibility': grid_k = 1: must be 0 (no grids) or at least 2"),
-    ("states", "ground_truth", "models_", [{"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 10}],
-     "chapter 'ground_truth': models_[0].n = 10: must keep len(tokens)^n = 3^10 within 20000 enumerated states"),
+    ("states", "ground_truth", "models", [{"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 10}],
+     "chapter 'ground_truth': models[0].n = 10: must keep len(tokens)^n = 3^10 within 20000 enumerated states"),
     ("ks", "ground_truth", "ising_separation", {"clique": 5, "free": 1, "coupling": 1.0, "field": 0.05, "ks": [1, 7]},
      "chapter 'ground_truth': ising_separation.ks[1] = 7: must be at most clique + free = 6"),
     ("escape-k", "traps", "escape", {"models": [{"name": "tiny-mlm"}], "seq_len": 8, "traps": 3, "chains": 30, "distances": [1, 9], "holding_decades": [3.0, 9.0], "temperatures": 5, "horizon": 1.0e+12, "max_moves": 200, "exact_models": [{"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 4}], "exact_temperatures": [0.5], "exact_distances": [1], "exact_chains": 400, "exact_max_moves": 60, "candidates": 3, "length": {"models": [{"name": "tiny-mlm"}], "lengths": [6, 8, 10], "traps": 3, "max_states": 200, "temperatures": 4, "holding_decades": [2.0, 5.0], "chains": 20}, "growth": {"models": [{"name": "tiny-mlm"}], "lengths": [8, 12], "traps": 2, "max_states": 50, "check_lengths": [8], "temperature": 0.3, "chains": 4}},
@@ -161,8 +161,13 @@ CASES = [
      "chapter 'traps': escape.exact_models[0].n = 12: must keep len(tokens)^n = 3^12 within 20000 enumerated states"),
     ("escape-growth", "traps", "escape", {"models": [{"name": "tiny-mlm"}], "seq_len": 8, "traps": 3, "chains": 30, "distances": [1, 2], "holding_decades": [3.0, 9.0], "temperatures": 5, "horizon": 1.0e+12, "max_moves": 200, "exact_models": [{"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 4}], "exact_temperatures": [0.5], "exact_distances": [1], "exact_chains": 400, "exact_max_moves": 60, "candidates": 3, "length": {"models": [{"name": "tiny-mlm"}], "lengths": [6, 8, 10], "traps": 3, "max_states": 200, "temperatures": 4, "holding_decades": [2.0, 5.0], "chains": 20}, "growth": {"models": [{"name": "tiny-mlm"}], "lengths": [8, 12], "traps": 2, "max_states": 50, "check_lengths": [10], "temperature": 0.3, "chains": 4}},
      "chapter 'traps': escape.growth.check_lengths[0] = 10: must be one of lengths = [8, 12]"),
-    ("tokens-distinct", "ground_truth", "models_", [{"name": "tiny-mlm", "tokens": ["the", "the"], "n": 4}],
-     "chapter 'ground_truth': models_[0].tokens = ['the', 'the']: must be a list of at least 2 distinct tokens "
+    # the model list's old spellings (one spelling now, in every chapter)
+    ("renamed-mlms", "bounds", "mlms", 1,
+     "chapter 'bounds': mlms = 1: not a parameter of book/02_mixing_bounds.ipynb (renamed: it is 'models' now)"),
+    ("renamed-models_", "ground_truth", "models_", 1,
+     "chapter 'ground_truth': models_ = 1: not a parameter of book/06_ground_truth.ipynb (renamed: it is 'models' now)"),
+    ("tokens-distinct", "ground_truth", "models", [{"name": "tiny-mlm", "tokens": ["the", "the"], "n": 4}],
+     "chapter 'ground_truth': models[0].tokens = ['the', 'the']: must be a list of at least 2 distinct tokens "
      "('the' appears twice)"),
 ]
 
@@ -426,6 +431,10 @@ CHECKED = ["book/01_incompatibility.ipynb", "book/02_mixing_bounds.ipynb", "book
     ("book/03_crossover.ipynb", "fixed_t", 41, "fixed_t = 41: must be at most sweeps * min(lengths) = 10 * 4 = 40"),
     ("book/03_crossover.ipynb", "reference_sweeps", 0, "reference_sweeps = 0: must be a finite number > 0"),
     ("book/03_crossover.ipynb", "reference_sweeps", 31, "reference_sweeps = 31: must be at most budget_sweeps = 30"),
+    ("book/01_incompatibility.ipynb", "mlms", [], "mlms = []: not a parameter of book/01_incompatibility.ipynb "
+                                                 "(renamed: it is 'models' now)"),
+    ("book/06_ground_truth.ipynb", "models_", [], "models_ = []: not a parameter of book/06_ground_truth.ipynb "
+                                                  "(renamed: it is 'models' now)"),
 ])
 def test_a_chapter_checks_its_own_parameters_in_one_line(notebook, key, value, says):
     """What a papermill run outside the build injects (``-p window 9``) is refused by the chapter's

@@ -63,7 +63,7 @@ def project(tmp_path, monkeypatch):
     (root / "params").mkdir()
     spec = {"profile": PROFILE, "defaults": {"seed": 0},
             "chapters": {"a": {"notebook": "book/a.ipynb",
-                               "parameters": {"n": 3, "mlms": [{"name": str(root / "model"), "corpus": str(root / "corpus.txt")}]}},
+                               "parameters": {"n": 3, "models": [{"name": str(root / "model"), "corpus": str(root / "corpus.txt")}]}},
                          "b": {"notebook": "book/b.ipynb", "reads": ["a"], "parameters": {"n": 1}},
                          "c": {"notebook": "book/c.ipynb", "reads_files": ["notes/*.txt"],
                                "parameters": {"n": 1}}}}

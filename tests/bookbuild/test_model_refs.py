@@ -44,17 +44,17 @@ def test_the_escape_models_of_the_traps_chapter_are_found_with_their_tokens_and_
 
 # (key, name, role, via) of each model the smoke profile's chapters name, written out by hand
 SMOKE = {
-    "incompatibility": [("mlms[0]", "tiny-mlm", "mlm", ""), ("mlms[1]", "tiny-mlm:seed=1,layers=3", "mlm", ""),
-                        ("mlms[2]", "trained:tiny", "mlm", ""), ("control", "tiny-causal", "causal", ""),
+    "incompatibility": [("models[0]", "tiny-mlm", "mlm", ""), ("models[1]", "tiny-mlm:seed=1,layers=3", "mlm", ""),
+                        ("models[2]", "trained:tiny", "mlm", ""), ("control", "tiny-causal", "causal", ""),
                         ("training_run", "trained:tiny", "mlm", "trained")],
-    "bounds": [("mlms[0]", "tiny-mlm", "mlm", ""), ("mlms[1]", "trained:tiny", "mlm", "")],
+    "bounds": [("models[0]", "tiny-mlm", "mlm", ""), ("models[1]", "trained:tiny", "mlm", "")],
     "crossover": [("model", "tiny-mlm", "mlm", ""), ("phase.models[0]", "tiny-mlm", "mlm", "")],   # issue 51's nested models
     "traps": [("model", "tiny-mlm", "mlm", ""), ("escape.models[0]", "tiny-mlm", "mlm", ""),
               ("escape.exact_models[0]", "tiny-mlm", "mlm", ""), ("escape.growth.models[0]", "tiny-mlm", "mlm", ""),
               ("escape.length.models[0]", "tiny-mlm", "mlm", "")],                   # issue 63's length family
-    "basins": [("mlms[0]", "tiny-mlm", "mlm", ""), ("mlms[1]", "trained:tiny", "mlm", ""),
+    "basins": [("models[0]", "tiny-mlm", "mlm", ""), ("models[1]", "trained:tiny", "mlm", ""),
                ("topic_scorer", "package:all-MiniLM-L6-v2", "sentence", "embedding")],
-    "ground_truth": [("models_[0]", "tiny-mlm", "mlm", ""), ("models_[1]", "tiny-mlm", "mlm", "")],
+    "ground_truth": [("models[0]", "tiny-mlm", "mlm", ""), ("models[1]", "tiny-mlm", "mlm", "")],
     "cost": [],
 }
 

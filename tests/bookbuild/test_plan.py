@@ -132,7 +132,7 @@ def test_the_calibration_parameters_are_those_of_the_calibration_commit():
         theirs = {**old.get("defaults", {}), **old["chapters"][ch]["parameters"]}
         assert estimates.chapter_work(ch, theirs) == pytest.approx(estimates.reference_work(ch)), ch
         for key, value in mine.items():
-            if key in ("mlms", "models_", "model", "control"):
+            if key in ("models", "models", "model", "control"):
                 names = [m["name"] for m in (theirs[key] if isinstance(theirs[key], list) else [theirs[key]])]
                 assert names == [m["name"] for m in (value if isinstance(value, list) else [value])], (ch, key)
             else:

@@ -153,7 +153,7 @@ def test_run_models_measures_each_model_as_the_chapter_did_and_skips_a_missing_o
                   drift_states=4, drift_temperatures=[1.0])
     fits, alpha, drift, states, gaps, described, notes = influence.run_models(
         [spec, {**spec, "name": "no-such-model"}], gen=torch.Generator().manual_seed(3), device="cpu", dtype="float32",
-        **design)
+        on_missing_model="skip", **design)
     assert list(fits) == ["tiny-mlm"] and len(notes) == 1 and "no-such-model" in notes[0]
     gen = torch.Generator().manual_seed(3)
     lm, scorer = models.open_mlm(spec, device="cpu", dtype="float32")

@@ -409,3 +409,20 @@ def test_stationary_linear_solve_keeps_a_trap_whose_diagonal_rounds_to_one(monke
     P = np.array([[1 - 1e-17, 1e-17], [3e-17, 1 - 3e-17]])
     assert P[0, 0] == P[1, 1] == 1.0
     np.testing.assert_allclose(exact.stationary(sp.csr_matrix(P) if sparse else P), [0.75, 0.25], rtol=1e-12)
+
+
+@pytest.mark.parametrize("flip", [1e-3, 1e-9, 4e-13, 1e-15])
+def test_both_relaxation_times_have_one_floor(flip):
+    """A two-state chain that leaves each state with probability ``flip`` has |lambda_2| = 1 - 2 flip
+    and t_rel = 1 / (2 flip) in closed form. The ground-truth chapter's spectral gap and the phase
+    section's relaxation agree with it where the gap clears the one floor, and both call it not
+    resolved (NaN) below it; neither reports inf or a rounding artefact."""
+    from textglauber import phase
+
+    P = np.array([[1 - flip, flip], [flip, 1 - flip]])
+    closed = 1 / (2 * flip)
+    a, b = exact.spectral_gap(P)["relaxation_time"], phase.relaxation(P)
+    if 2 * flip >= exact.GAP_FLOOR:
+        assert a == pytest.approx(closed, rel=1e-3) and b.t_rel == pytest.approx(closed, rel=1e-3) and b.resolved
+    else:
+        assert np.isnan(a) and np.isnan(b.t_rel) and not b.resolved

@@ -238,17 +238,18 @@ def test_preprint_table_gives_each_ratio_range_from_the_cases_it_has():
 
 
 def test_run_models_skips_what_cannot_be_had_and_labels_what_ran():
-    notes = []
     runs = groundtruth.run_models(
         [{"name": "package:no-such-model", "tokens": ["a", "b"], "n": 2},
-         {"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 2}], [1.0, 3.0], torch.Generator().manual_seed(0),
-        notes, device="cpu", dtype="auto", on_missing_model="skip", pairs=4, budget=40, rectangles=4, chains=4)
+         {"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 2}], temperatures=[1.0, 3.0],
+        gen=torch.Generator().manual_seed(0), device="cpu", dtype="auto", on_missing_model="skip", pairs=4, budget=40,
+        rectangles=4, chains=4)
+    notes = runs.notes
     assert len(notes) == 1 and notes[0].startswith("package:no-such-model skipped:")
     assert runs.truth[["model", "tokens", "n", "temperature", "states"]].values.tolist() == [
         ["tiny-mlm", "the dog ran", 2, 1.0, 9], ["tiny-mlm", "the dog ran", 2, 3.0, 9]]
     assert "hitting time (median)" in runs.truth and len(runs.described) == 1
     assert [label["n"] for label, _ in runs.tables] == [2] and len(runs.tables[0][1].chain.states) == 9
     with pytest.raises(models.ModelUnavailableError, match="no-such-model"):
-        groundtruth.run_models([{"name": "package:no-such-model", "tokens": ["a", "b"], "n": 2}], [1.0],
-                               torch.Generator(), [], device="cpu", dtype="auto", on_missing_model="fail",
+        groundtruth.run_models([{"name": "package:no-such-model", "tokens": ["a", "b"], "n": 2}], temperatures=[1.0],
+                               gen=torch.Generator(), device="cpu", dtype="auto", on_missing_model="fail",
                                pairs=4, budget=40, rectangles=4)

@@ -410,14 +410,15 @@ def test_run_models_joins_the_models_that_ran_and_notes_the_others(monkeypatch):
         def describe(self):
             return {"name": self.name}
 
-    def chains(spec, score, labels, seed_topics, **options):
+    def chains(spec, score, labels, seed_topics, *, gen, device, dtype, **options):
         if spec["name"] == "gone":
             raise ModelUnavailableError("not here")
         return LM(spec["name"]), f"scorer of {spec['name']}", _allscores(spec["name"]).assign(steps=options["steps"])
 
     monkeypatch.setattr(topics, "basin_chains", chains)
-    allscores, described, notes, first = topics.run_models([{"name": "a"}, {"name": "gone"}, {"name": "b"}], None,
-                                                           LABELS3, ["health"], steps=100)
+    allscores, described, notes, first = topics.run_models([{"name": "a"}, {"name": "gone"}, {"name": "b"}], score=None,
+                                                           labels=LABELS3, seed_topics=["health"], gen=None, device="cpu",
+                                                           dtype="float32", on_missing_model="skip", steps=100)
     assert list(allscores.model.unique()) == ["a", "b"] and len(allscores) == 2 * 15 and (allscores.steps == 100).all()
     assert [d["name"] for d in described] == ["a", "b"] and len(notes) == 1 and notes[0].startswith("gone skipped")
     assert first[0].name == "a" and first[1] == "scorer of a"

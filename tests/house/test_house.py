@@ -6,10 +6,14 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-def _modules():
-    for f in SRC.rglob("*.py"):
-        parts = f.relative_to(SRC).with_suffix("").parts
+def _modules_under(root: Path):
+    for f in root.rglob("*.py"):
+        parts = f.relative_to(root).with_suffix("").parts
         yield (".".join(parts[:-1]) if parts[-1] == "__init__" else ".".join(parts)), f, parts[-1] == "__init__"
+
+
+def _modules():
+    return _modules_under(SRC)
 
 
 def _resolve(name: str, level: int, here: str, is_pkg: bool) -> str:
@@ -114,3 +118,49 @@ def test_the_package_map_names_every_module_and_package_and_nothing_else():
     assert present - named == set(), "missing from the map"
     strays = {n for n in named - present if not any(n in f.read_text() for f in pkg.rglob("*.py") if f.name != "__init__.py")}
     assert strays == set(), "named in the map but nowhere in the package"
+
+
+def _signatures(root: Path, name: str) -> dict[str, tuple]:
+    """Per module under ``root``: (positional parameters, keyword-only parameters without a default) of
+    every top-level function called ``name``."""
+    out = {}
+    for mod, f, _ in _modules_under(root):
+        for node in ast.parse(f.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                a = node.args
+                required = [k.arg for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is None]
+                out[mod] = (tuple(p.arg for p in a.posonlyargs + a.args), tuple(required))
+    return out
+
+
+RUN_SHAPE = ("gen", "device", "dtype", "on_missing_model")
+
+
+def _run_models_problems(root: Path) -> list[str]:
+    """Every chapter's ``run_models`` takes the model entries first and alone, then the run's generator,
+    device, dtype and what to do with a missing model as required keywords (no default restated)."""
+    return [f"{mod}: {sig}" for mod, sig in sorted(_signatures(root, "run_models").items())
+            if sig[0] != ("specs",) or sig[1][:4] != RUN_SHAPE]
+
+
+def test_every_run_models_has_one_shape():
+    assert len(_signatures(SRC, "run_models")) >= 4
+    assert _run_models_problems(SRC) == []
+
+
+def test_a_run_models_of_another_shape_is_caught(tmp_path):
+    (tmp_path / "a.py").write_text("def run_models(specs, *, gen, device, dtype, on_missing_model, n): ...\n")
+    (tmp_path / "b.py").write_text("def run_models(mlms, score, *, gen, device='auto', dtype='auto', on_missing_model='skip'): ...\n")
+    assert _run_models_problems(tmp_path) == ["b: (('mlms', 'score'), ('gen',))"]
+
+
+def test_the_model_list_has_one_spelling():
+    """``models`` everywhere: no profile, notebook or module reads ``mlms`` or ``models_`` (the schema
+    refuses both, naming the new key: tests/bookbuild/test_bad_params.py)."""
+    import re
+
+    root = SRC.parent
+    files = [*(root / "params").glob("*.yaml"), *(root / "book").glob("*.ipynb"), *SRC.rglob("*.py")]
+    old = [f.name for f in files if re.search(r"\b(mlms|models_)\b", f.read_text(encoding="utf-8"))
+           and f.name != "messages.py"]
+    assert old == []

@@ -268,11 +268,11 @@ def workload(profile: str) -> pd.DataFrame:
     for ch in spec["chapters"]:
         p = chapter_parameters(profile, ch)
         if ch == "incompatibility":
-            k = len(p["mlms"])
+            k = len(p["models"])
             work, n = 6 * p["n_rectangles"] * k + 2 * p.get("grid_k", 0) * p.get("n_grids", 0) * k, p["seq_len"]
         elif ch == "bounds":
             n, q = p["seq_len"], 1 + p["top_k"] + p["extra"]
-            work = len(p["mlms"]) * (p["n_contexts"] * n * (q * (n - 1) + 1) + p["drift_states"] * n)
+            work = len(p["models"]) * (p["n_contexts"] * n * (q * (n - 1) + 1) + p["drift_states"] * n)
         elif ch == "crossover":
             L = p["lengths"]
             n = int(np.mean(L))
@@ -283,7 +283,7 @@ def workload(profile: str) -> pd.DataFrame:
             n = p["seq_len"]
             chains = len(p.get("seed_topics", range(5))) * p["seeds_per_topic"] * p["chains_per_seed"]
             chains += p.get("null_chains", 0)                   # the null model's chains, per model
-            work = len(p["mlms"]) * chains * p["steps"] + p["prefix_chains"] * p["steps"]
+            work = len(p["models"]) * chains * p["steps"] + p["prefix_chains"] * p["steps"]
         elif ch == "traps":
             n, work = p["seq_len"], p["chains"] * p["steps"]
         else:

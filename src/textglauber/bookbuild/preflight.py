@@ -2,7 +2,7 @@
 a model whose files do not fit the role its chapter gives it or cannot be read, a window longer
 than its corpus or its model holds, a token its model's vocabulary lacks. One message each, with
 the fix. The models are those :func:`textglauber.profile.model_refs` finds by type, at any depth of
-a chapter's parameters (``escape.models`` as well as ``mlms``)."""
+a chapter's parameters (``escape.models`` as well as ``models``)."""
 from __future__ import annotations
 
 from .. import profile as P

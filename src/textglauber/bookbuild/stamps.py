@@ -155,7 +155,7 @@ def model_identity(name: str) -> dict:
 
 def models_read(prm: dict, notebook: str | None = None) -> list[str]:
     """Every model a chapter's parameters name, at any depth (:func:`textglauber.profile.model_refs`:
-    ``escape.models`` as well as ``mlms``), package embedders and the training run it describes
+    ``escape.models`` as well as ``models``), package embedders and the training run it describes
     included. ``notebook``: the chapter's, where the caller knows it (else found from ``prm``)."""
     from ..profile import model_refs
 

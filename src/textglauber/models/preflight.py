@@ -90,7 +90,7 @@ def check_models(wanted: list[Wanted]) -> None:
 
 
 def _named_at(asked: list[Wanted], most: int = 3) -> str:
-    """'incompatibility mlms[0], bounds mlms[1]: ' (where a model is named) to put before a message,
+    """'incompatibility models[0], bounds models[1]: ' (where a model is named) to put before a message,
     or '' where no place is known."""
     places = list(dict.fromkeys(w.where for w in asked if w.where))
     if not places:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from .coupling import coupling_times_exact, worst_pair
 from .covering import (COVERING_COLUMNS, Covering, ProductSpace, cover, covering_row, covering_table,
                        restricted_kernel, sets_text)
-from .mixing import (DENSE_MAX, GAP_FLOOR, TMIX_MAX_STATES, MixingTime, Relaxation, TrapBound, exit_masses,
+from .mixing import (DENSE_MAX, TMIX_MAX_STATES, MixingTime, Relaxation, TrapBound, exit_masses,
                      hamming_ball, mixing_lower_bound, mixing_time, relaxation, stationary_sparse,
                      tmix_lower_from_trel)
 from .product import marginals, product_distance, product_tmix, ratio_verdict
@@ -38,7 +38,7 @@ from .transfer import Transfer, transfer_lower_bound
 from .verdict_power import growth_power
 from .verdicts import growth_verdict
 
-__all__ = ["COLUMNS", "DENSE_MAX", "GAP_FLOOR", "MAX_N", "TMIX_MAX_STATES", "MixingTime", "Relaxation", "Scores",
+__all__ = ["COLUMNS", "DENSE_MAX", "MAX_N", "TMIX_MAX_STATES", "MixingTime", "Relaxation", "Scores",
            "TrapBound", "context_of", "coupling_times_exact", "design_scorer", "design_tokens", "dobrushin_alpha",
            "exit_masses", "global_pairs", "growth_verdict", "hamming_ball", "kernel", "mixing_lower_bound",
            "mixing_time", "passage_pairs", "phase_point", "phase_table", "relaxation", "score_table", "site_bits",

@@ -20,24 +20,13 @@ DENSE_MAX = 256
 """Largest state space whose eigenvalues are all computed densely (``numpy.linalg.eigvals``);
 beyond it ARPACK finds the few of largest modulus from the sparse kernel (n + 1 entries a row)."""
 
-GAP_FLOOR = 1e-12
-"""Smallest spectral gap 1 - |lambda_2| taken as resolved.
-
-A backward-stable eigenvalue solver returns the eigenvalues of P + E with ||E|| about
-machine epsilon (2.2e-16) times ||P||_F, and ||P||_F <= sqrt(S) <= 128 for the S <= 2^14 states
-used here, so the absolute error of |lambda_2| is of order 1e-14 times the eigenvalue's
-condition number. A non-reversible kernel's eigenvalues are not perfectly conditioned; the floor
-leaves two orders of magnitude for that. Below it, |lambda_2| cannot be told apart from 1 and the
-relaxation time (beyond 1e12 steps) is reported as unresolved instead of as a rounding artefact."""
-
-
 # ------------------------------------------------------------------------------------- relaxation
 
 @dataclass
 class Relaxation:
     """t_rel = 1 / (1 - |lambda_2|), with |lambda_2| the second-largest eigenvalue modulus.
 
-    ``resolved`` is False (and t_rel NaN) where the gap is below :data:`GAP_FLOOR` or the sparse
+    ``resolved`` is False (and t_rel NaN) where the gap is below :data:`textglauber.exact.GAP_FLOOR` or the sparse
     eigen solver did not converge (then ``lambda2_abs`` is NaN too)."""
 
     t_rel: float
@@ -71,10 +60,8 @@ def relaxation(P, dense_max: int = DENSE_MAX) -> Relaxation:
     if mod is None:
         return Relaxation(np.nan, np.nan, False)
     lam2 = float(mod[1]) if len(mod) > 1 else 0.0
-    gap = 1.0 - lam2
-    if not gap >= GAP_FLOOR:
-        return Relaxation(np.nan, lam2, False)
-    return Relaxation(1.0 / gap, lam2, True)
+    t_rel = exact.relaxation_time(lam2)
+    return Relaxation(t_rel, lam2, bool(np.isfinite(t_rel)))
 
 
 def stationary_sparse(P) -> np.ndarray:

@@ -95,7 +95,7 @@ class Chapter(Closed):
 
 
 class Incompatibility(Chapter):
-    mlms: ListOf(IncompatibilityModel, "model entries {name, corpus, ...}")
+    models: ListOf(IncompatibilityModel, "model entries {name, corpus, ...}")
     control: Optional[Control]
     seq_len: Length(Int(ge=2))         # a rectangle changes two distinct sites
     n_rectangles: PosInt
@@ -120,7 +120,7 @@ class Incompatibility(Chapter):
 
 
 class Bounds(Chapter):
-    mlms: ListOf(BoundsModel, "model entries {name, corpus, drift_token, ...}")
+    models: ListOf(BoundsModel, "model entries {name, corpus, drift_token, ...}")
     seq_len: Length(Int(ge=2))         # influence compares sites i != j
     n_contexts: PosInt
     top_k: PosInt
@@ -317,7 +317,7 @@ def seed_topics_available() -> tuple[str, ...]:
 
 
 class Basins(Chapter):
-    mlms: ListOf(ModelSpec, "model entries {name, ...}")
+    models: ListOf(ModelSpec, "model entries {name, ...}")
     topic_scorer: TopicScorer
     labels: ListOf(Label, "labels", min_length=2, distinct=True)
     basin_label: Label
@@ -380,7 +380,7 @@ class IsingFit(Closed):
 
 
 class GroundTruth(Chapter):
-    models_: ListOf(ExactModel, "model entries {name, tokens, n}")
+    models: ListOf(ExactModel, "model entries {name, tokens, n}")
     temperatures: Temperatures
     pairs: PosInt
     budget: PosInt
@@ -396,9 +396,9 @@ class GroundTruth(Chapter):
 
     @model_validator(mode="after")
     def _relations(self):
-        for k, m in enumerate(self.models_):
+        for k, m in enumerate(self.models):
             if len(m.tokens) ** m.n > MAX_STATES:
-                raise relation(f"models_[{k}].n", m.n, f"must keep len(tokens)^n = {len(m.tokens)}^{m.n} within "
+                raise relation(f"models[{k}].n", m.n, f"must keep len(tokens)^n = {len(m.tokens)}^{m.n} within "
                                                        f"{MAX_STATES} enumerated states")
         if self.trap_window > self.budget:
             raise relation("trap_window", self.trap_window, f"must be at most budget = {self.budget} (the chains' length)")

@@ -12,7 +12,7 @@ from ..paths import repo_root
 from .chapters import CHAPTERS
 from .entries import Defaults, DerivedProfile, Profile
 from .errors import ProfileError, show, where
-from .messages import problems
+from .messages import RENAMED, problems
 from .notebooks import notebook_parameters, schema_mismatch
 from .values import ARTIFACTS
 
@@ -96,6 +96,8 @@ def check_values(notebook: str, values: dict) -> dict:
     for name in unknown_parameters(notebook, values):
         close = difflib.get_close_matches(name, list(model.model_fields), n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
+        if RENAMED.get(name) in model.model_fields:
+            hint = f" (renamed: it is {RENAMED[name]!r} now)"
         lines.append(f"{notebook}: {name} = {show(values[name])}: not a parameter of {notebook}{hint}; "
                      f"its parameters: {', '.join(model.model_fields)}")
     lines += problems(model, given, f"{notebook}: ", noun=f"a parameter of {notebook}")

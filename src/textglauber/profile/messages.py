@@ -58,9 +58,16 @@ def _model_at(root: type[BaseModel], loc) -> type[BaseModel] | None:
     return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
 
 
+RENAMED = {"mlms": "models", "models_": "models"}
+"""Keys that were renamed, and their names now: the model list has one spelling in every chapter."""
+
+
 def _suggestion(root: type[BaseModel], loc) -> str | None:
-    """The declared key closest to the unknown key at ``loc``, if one is close."""
+    """The declared key closest to the unknown key at ``loc``, if one is close (a renamed key: its new
+    name, where the holder declares it)."""
     holder = _model_at(root, loc[:-1])
+    if holder and RENAMED.get(str(loc[-1])) in holder.model_fields:
+        return RENAMED[str(loc[-1])]
     close = difflib.get_close_matches(str(loc[-1]), list(holder.model_fields) if holder else [], n=1, cutoff=0.6)
     return close[0] if close else None
 
@@ -92,6 +99,8 @@ def explain(root: type[BaseModel], error: dict, noun: str | None = None, data=No
         close = _suggestion(root, loc)
         what = noun if holder is root and noun else getattr(holder, "noun", "a key here")
         hint = f" (did you mean {close!r}?)" if close else ""
+        if close and RENAMED.get(str(loc[-1])) == close:
+            hint = f" (renamed: it is {close!r} now)"
         listing = f"; allowed: {', '.join(names)}" if names and len(names) <= 8 else ""
         return key, f"{key} = {show(value)}: not {what}{hint}{listing}"
     if kind == "missing":

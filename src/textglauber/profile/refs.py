@@ -27,7 +27,7 @@ class ModelRef:
     value as written, tokens) of the tokens that must be in its vocabulary; ``lengths``: (dotted
     key, value as written, longest) of the content lengths asked of it: the entry's own where it
     states one (an exact model's ``n``), else those of the mapping that names it (``escape.seq_len``
-    for ``escape.models``, the chapter's ``seq_len`` for its ``mlms``); ``corpus``: its entry's
+    for ``escape.models``, the chapter's ``seq_len`` for its ``models``); ``corpus``: its entry's
     corpus; ``via``: how a string named it (its ``KIND:`` prefix, ``trained`` for a training run),
     '' for an entry's ``name``."""
 

@@ -94,10 +94,10 @@ def _grid_tokens(scorer, x: torch.Tensor, site: int, k: int, gen: torch.Generato
     return [cur] + pick.tolist()
 
 
-def run_models(specs: list[dict], *, n: int, count: int, top_k: int, temperature: float, gen: torch.Generator,
-               device: str = "auto", dtype: str = "auto", grid_k: int = 0, n_grids: int = 0,
-               on_missing_model: str = "skip"):
-    """:func:`experiment` for each model in turn.
+def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: str, on_missing_model: str,
+               n: int, count: int, top_k: int, temperature: float, grid_k: int = 0, n_grids: int = 0):
+    """:func:`experiment` for each model in turn (the chapters' shared shape: model entries first, then
+    the run's generator, device, dtype and ``on_missing_model``, then the protocol's settings).
 
     A model that cannot be had becomes a note (``on_missing_model="skip"``) or stops the run
     (``"fail"``). Returns (rectangles, grids, model descriptions, notes).

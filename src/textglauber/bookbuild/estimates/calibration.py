@@ -14,19 +14,19 @@ _MLMS = [{"name": "package:antiberty"}, {"name": "package:rxnfp-bert"}, {"name":
          {"name": "trained:english"}]
 _ENGLISH = {"name": "trained:english", "embedder": "sentence:package:all-MiniLM-L6-v2"}
 CALIBRATION_PARAMETERS = {
-    "incompatibility": {"mlms": _MLMS, "seq_len": 20, "n_rectangles": 300, "grid_k": 4, "n_grids": 30,
+    "incompatibility": {"models": _MLMS, "seq_len": 20, "n_rectangles": 300, "grid_k": 4, "n_grids": 30,
                         "training_run": "english",
                         "control": {"name": "package:smollm2-135m", "rectangles": 20, "candidates": 16}},
-    "bounds": {"mlms": _MLMS, "seq_len": 14, "n_contexts": 3, "top_k": 10, "extra": 5, "drift_states": 200,
+    "bounds": {"models": _MLMS, "seq_len": 14, "n_contexts": 3, "top_k": 10, "extra": 5, "drift_states": 200,
                "drift_temperatures": [0.5, 1.0]},
     "crossover": {"model": _ENGLISH, "lengths": [6, 10, 16, 28, 48], "drift_temperatures": [0.5, 1.0, 2.0],
                   "trials": 20, "steps": 200, "record_every": 10, "coupling_lengths": [6, 10, 16, 24],
                   "coupling_temperatures": [0.25, 0.5, 1.0, 1.5, 2.0, 3.0], "pairs": 8, "budget": 1200},
     "traps": {"model": _ENGLISH, "seq_len": 20, "chains": 16, "steps": 10000, "record_every": 10},
-    "basins": {"mlms": [{"name": "trained:english"}], "topic_scorer": "embedding:package:all-MiniLM-L6-v2",
+    "basins": {"models": [{"name": "trained:english"}], "topic_scorer": "embedding:package:all-MiniLM-L6-v2",
                "seeds_per_topic": 4, "chains_per_seed": 2, "seq_len": 16, "steps": 3000, "score_every": 100,
                "prefix_chains": 8},
-    "ground_truth": {"models_": [{"name": "package:rxnmapper-albert", "tokens": ["C", "c", "O", "N"], "n": 5},
+    "ground_truth": {"models": [{"name": "package:rxnmapper-albert", "tokens": ["C", "c", "O", "N"], "n": 5},
                                 {"name": "package:antiberty", "tokens": ["G", "S", "Y", "A"], "n": 5},
                                 {"name": "trained:english", "tokens": ["the", "a", "of", "and"], "n": 5}],
                      "temperatures": [0.25, 0.5, 1.0, 2.0, 4.0], "pairs": 300, "budget": 5000, "rectangles": 1000,

@@ -59,7 +59,7 @@ def _training_checkpoints(run: str, n: int) -> float:
 def _incompatibility_work(p: dict) -> float:
     n, R = int(p["seq_len"]), int(p["n_rectangles"])
     K, G = int(p.get("grid_k", 0) or 0), int(p.get("n_grids", 0) or 0)
-    work = sum((6 * R + 2 * K * K * G) * model_cost(_name(m), n) for m in _items(p.get("mlms")))
+    work = sum((6 * R + 2 * K * K * G) * model_cost(_name(m), n) for m in _items(p.get("models")))
     if p.get("training_run"):
         work += R * _training_checkpoints(str(p["training_run"]), n)
     ctl = p.get("control")
@@ -73,7 +73,7 @@ def _bounds_work(p: dict) -> float:
     n, q = int(p["seq_len"]), 1 + int(p["top_k"]) + int(p["extra"])
     per = (int(p["n_contexts"]) * n * (q * (n - 1) + 1)
            + int(p["drift_states"]) * n * len(_items(p.get("drift_temperatures"))))
-    return sum(per * model_cost(_name(m), n) for m in _items(p.get("mlms")))
+    return sum(per * model_cost(_name(m), n) for m in _items(p.get("models")))
 
 
 PHASE_CELL = 0.01   # a phase cell's linear algebra per state, in rows (about 1 ms a state at 4096 states)
@@ -186,20 +186,20 @@ def _basins_work(p: dict) -> float:
     n, steps = int(p["seq_len"]), int(p["steps"])
     topics = len(p.get("seed_topics") or range(5))
     chains = topics * int(p["seeds_per_topic"]) * int(p["chains_per_seed"]) + int(p.get("null_chains", 0) or 0)
-    mlms = [_name(m) for m in _items(p.get("mlms"))]
+    models = [_name(m) for m in _items(p.get("models"))]
     scorer = str(p.get("topic_scorer", "")).partition(":")[2] or "package:all-MiniLM-L6-v2"
     records = steps / max(1, int(p.get("score_every", 1)))
-    work = sum(chains * (steps * step_cost(m, n) + records * model_cost(scorer, n, head=False)) for m in mlms)
-    if mlms:
+    work = sum(chains * (steps * step_cost(m, n) + records * model_cost(scorer, n, head=False)) for m in models)
+    if models:
         prefix = int(p.get("prefix_chains", 0))
-        work += prefix * (steps * step_cost(mlms[0], n + 6) + model_cost(scorer, n + 6, head=False))
+        work += prefix * (steps * step_cost(models[0], n + 6) + model_cost(scorer, n + 6, head=False))
     return work
 
 
 def _ground_truth_work(p: dict) -> float:
     temps = len(_items(p.get("temperatures")))
     work = 0.0
-    for m in _items(p.get("models_")):
+    for m in _items(p.get("models")):
         n, k = int(m["n"]), len(m["tokens"])
         work += k ** n * n * model_cost(_name(m), n)                 # the enumerated conditionals
         work += temps * (int(p["pairs"]) + int(p["chains"])) * int(p["budget"]) * EXACT_STEP

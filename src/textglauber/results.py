@@ -8,7 +8,8 @@ a staging folder beside it; the manifest, written last, commits them in place of
 contents (:func:`commit`). A run that fails, however it fails, leaves the folder as it was, and
 the next run clears what it left (:func:`recover`). Readers take a table only where its manifest
 lists it with the digest of its bytes (:func:`vouched_table`). A file that cannot be written is one
-line naming it and the fix (:class:`ResultsWriteError`)."""
+line naming it and the fix (:class:`ResultsWriteError`). A re-render (:data:`REPLAY_ENV`) writes
+nothing: its manifest checks that the run would have written what the folder holds."""
 from __future__ import annotations
 
 import errno
@@ -25,6 +26,15 @@ from .provenance import file_digest, git_commit, versions
 
 RESUMABLE = ("chains",)        # folders a chapter resumes from (engine.run's chunks and checkpoint)
 _open: dict[Path, Path] = {}   # a chapter folder whose run is open -> the staging folder its tables go to
+REPLAY_ENV = "TEXTGLAUBER_REPLAY"
+"""Set (to 1) while the build re-renders a chapter from its last full run
+(:mod:`textglauber.bookbuild.replay`): the run's manifest does not commit it, it compares it."""
+VOLATILE_MANIFEST_FIELDS = ("created", "git", "versions")
+"""Fields of a manifest that say when and where a run was made, not what it holds."""
+
+
+class ReplayMismatch(RuntimeError):
+    """A re-render would have written other results than its folder holds: the chapter runs in full."""
 
 
 class ResultsWriteError(OSError):
@@ -85,8 +95,13 @@ def chapter_dir(results_root: str | Path, profile: str, chapter: str) -> Path:
 
 
 def _target(folder: Path) -> Path:
-    """Where a table of ``folder`` is written now: its open run's staging folder, else itself."""
-    return _open.get(Path(folder).resolve(), Path(folder))
+    """Where a table of ``folder`` is written now: its open run's staging folder, else itself. A
+    re-render (:data:`REPLAY_ENV`) always writes to a staging folder, one opened here if need be."""
+    key = Path(folder).resolve()
+    if key not in _open and os.environ.get(REPLAY_ENV):
+        _open[key] = staging_dir(Path(folder))
+        _open[key].mkdir(parents=True, exist_ok=True)
+    return _open.get(key, Path(folder))
 
 
 def commit(final: Path) -> None:
@@ -137,12 +152,37 @@ def write_manifest(folder: str | Path, *, parameters: dict, models: list[dict], 
     manifest = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "git": git_commit(), "parameters": parameters, "models": models, "seed": seed,
                 "tables": tables, "digests": digests, "versions": versions(), "notes": notes or [], **(extra or {})}
+    if os.environ.get(REPLAY_ENV) and target != folder:
+        return _compared(folder, manifest, name)
     tmp = target / f".{name}.tmp"            # whole or not at all: the manifest is what says a run finished
     _write(tmp, lambda p: p.write_text(json.dumps(manifest, indent=2, default=str)))
     os.replace(tmp, target / name)
     if target != folder:
         commit(folder)
     return folder / name
+
+
+def _compared(folder: Path, manifest: dict, name: str) -> Path:
+    """A re-render's end: its open run is dropped, and the folder, untouched, must hold what the run
+    would have committed (the same tables with the same bytes, the same manifest but for when and
+    where it was made); else :class:`ReplayMismatch`."""
+    staging = _open.pop(folder.resolve())
+    shutil.rmtree(staging, ignore_errors=True)
+    held = read_manifest(folder) if name == "manifest.json" else _read_json(folder / name)
+
+    def kept(m):
+        return {k: v for k, v in json.loads(json.dumps(m or {}, default=str)).items() if k not in VOLATILE_MANIFEST_FIELDS}
+    if kept(held) != kept(manifest):
+        differ = sorted(k for k in set(kept(held)) | set(kept(manifest)) if kept(held).get(k) != kept(manifest).get(k))
+        raise ReplayMismatch(f"{folder}: a re-render would change {name} ({', '.join(differ)}); the chapter runs in full")
+    return folder / name
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def read_manifest(folder: str | Path) -> dict | None:

@@ -156,12 +156,25 @@ def test_skips_and_chapters_that_may_run_after_their_upstream(tmp_path):
 
 
 def test_the_build_decision_is_the_stamp_status(tmp_path):
-    """Without a status function the plan asks stamps.status, as run_chapters does: a fresh
+    """Without a status function the plan asks stamps.action, as run_chapters does: a fresh
     build folder runs every chapter for the reason the build prints."""
     spec = P.load_profile("smoke")
     lines = plan.chapter_lines("smoke", spec, ["bounds"], tmp_path / "b" / "smoke", tmp_path / "r", None,
                                estimates.Probe(lambda: REF))
     assert lines[0].action == "run" and lines[0].why.startswith("no finished run recorded")
+
+
+def test_a_page_edit_is_planned_as_a_re_render_with_no_science(tmp_path):
+    """A chapter whose page modules alone changed is a re-render: no estimate of its science, and it
+    does not make its readers 'maybe' (its tables are checked, not rewritten)."""
+    spec = offline()
+
+    def status(ch):
+        return ("render", "its page modules changed: pages (bounds.py)") if ch == "bounds" else ("skip", "unchanged")
+
+    got = {line.name: line for line in lines_for(spec, ["bounds", "crossover"], tmp_path, status, measure=no_probe)}
+    assert got["bounds"].action == "render" and got["bounds"].seconds == 0.0
+    assert got["crossover"].action == "skip"
 
 
 def test_announce_never_stops_a_build(tmp_path):

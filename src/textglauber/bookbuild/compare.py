@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .stamps import VOLATILE_MANIFEST_FIELDS
+from ..results import VOLATILE_MANIFEST_FIELDS
 
 TABLES = ("*.parquet", "*.csv")
 IGNORED_MANIFEST_FIELDS = (*VOLATILE_MANIFEST_FIELDS, "timings")

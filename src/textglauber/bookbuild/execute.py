@@ -12,7 +12,8 @@ from pathlib import Path
 from .. import profile as P
 from ..paths import repo_root
 from ..provenance import machine_line, write_json_atomic
-from . import stamps
+from ..results import REPLAY_ENV
+from . import replay, stamps
 from .progress import watch
 
 BOOK_FILES = ("_config.yml", "_toc.yml")
@@ -44,29 +45,79 @@ def stage(profile: str, build_root: Path) -> Path:
     return dst
 
 
+def _papermill(profile: str, chapter: str, staged: Path, results_root: Path, spec: dict, prepared) -> Path:
+    """Execute ``prepared`` (the chapter's notebook as :mod:`.replay` made it) with the chapter's
+    parameters into its partial notebook, which is returned."""
+    import nbformat
+    import papermill as pm
+
+    prm = P.chapter_parameters(profile, chapter, results_root, spec=spec)
+    partial = stamps.partial_notebook(staged, chapter)
+    source = partial.parent / "source" / Path(spec["chapters"][chapter]["notebook"]).name
+    source.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.from_dict(prepared), source)
+    os.environ.update(QUIET_ENV)
+    with watch(profile, chapter, partial, staged, results_root):     # a progress line every minute
+        pm.execute_notebook(str(source), str(partial), parameters=prm, cwd=str(repo_root() / "book"),
+                            kernel_name="python3", progress_bar=False, log_output=False)
+    source.unlink()
+    return partial
+
+
 def execute(profile: str, chapter: str, staged: Path, results_root: Path, spec: dict | None = None) -> float:
     """Run one chapter with papermill and render its page. The executed notebook replaces the last
     one only once it has run through (papermill saves after every cell, so it writes to a partial
-    file first)."""
-    import papermill as pm
+    file first); so do what its compute cells left for a re-render (:mod:`.replay`)."""
+    import nbformat
 
     spec = spec or P.load_profile(profile)
     nb = spec["chapters"][chapter]["notebook"]
-    prm = P.chapter_parameters(profile, chapter, results_root, spec=spec)
-    partial = stamps.partial_notebook(staged, chapter)
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    os.environ.update(QUIET_ENV)
+    executed = stamps.executed_notebook(staged, chapter)
+    snaps = stamps.snapshots_of(executed)
+    fresh = snaps.with_name(snaps.name + ".run")
+    shutil.rmtree(fresh, ignore_errors=True)
     t0 = time.time()
     print(f"[{profile}] executing {nb} ...", flush=True)
-    with watch(profile, chapter, partial, staged, results_root):     # a progress line every minute
-        pm.execute_notebook(str(repo_root() / nb), str(partial), parameters=prm, cwd=str(repo_root() / "book"),
-                            kernel_name="python3", progress_bar=False, log_output=False)
+    source = nbformat.read(repo_root() / nb, as_version=4)
+    partial = _papermill(profile, chapter, staged, results_root, spec, replay.with_snapshots(source, fresh))
+    nbformat.write(replay.without_helpers(nbformat.read(partial, as_version=4)), partial)
     relativize(partial)                  # the kept notebook names no folder of the build machine either
-    os.replace(partial, stamps.executed_notebook(staged, chapter))
+    shutil.rmtree(snaps, ignore_errors=True)
+    if fresh.is_dir():
+        os.replace(fresh, snaps)
+    os.replace(partial, executed)
     render(staged, chapter, nb)
     dt = time.time() - t0
     print(f"[{profile}] {chapter}: {dt:.0f} s", flush=True)
     record_timing(results_root / profile, chapter, dt)
+    return dt
+
+
+def rerender(profile: str, chapter: str, staged: Path, results_root: Path, spec: dict) -> float:
+    """Re-render one chapter from its last full run (:mod:`.replay`): its compute cells put back what
+    they left, every other cell runs with the page modules as they are now, and nothing is written
+    to its results (their manifest checks that they would come out the same). Raises what stopped
+    it; the caller then runs the chapter in full."""
+    import nbformat
+
+    nb = spec["chapters"][chapter]["notebook"]
+    executed = stamps.executed_notebook(staged, chapter)
+    t0 = time.time()
+    print(f"[{profile}] re-rendering {nb} from its last full run ...", flush=True)
+    source = nbformat.read(repo_root() / nb, as_version=4)
+    os.environ[REPLAY_ENV] = "1"
+    try:
+        partial = _papermill(profile, chapter, staged, results_root, spec,
+                             replay.with_loads(source, stamps.snapshots_of(executed)))
+    finally:
+        os.environ.pop(REPLAY_ENV, None)
+    spliced = replay.splice(nbformat.read(partial, as_version=4), nbformat.read(executed, as_version=4))
+    nbformat.write(spliced, partial)
+    relativize(partial)
+    os.replace(partial, executed)
+    render(staged, chapter, nb)
+    dt = time.time() - t0
+    print(f"[{profile}] {chapter}: re-rendered in {dt:.0f} s", flush=True)
     return dt
 
 
@@ -153,19 +204,41 @@ def run_chapters(profile: str, spec: dict, chapters: list[str], staged: Path, re
         nb = stamps.executed_notebook(staged, ch)
         stamp = stamps.stamp_path(staged, ch)
         inputs = stamps.chapter_inputs(spec, profile, ch, results_root)
-        complete, why = stamps.status(stamp, inputs, nb, results_root / profile / ch)
-        if complete and not forced:
+        what, why = stamps.action(stamp, inputs, nb, results_root / profile / ch)
+        if what == "skip" and not forced:
             print(f"[{profile}] skipped {ch}: {why}", flush=True)
             render(staged, ch, spec["chapters"][ch]["notebook"])
+            continue
+        if what == "render" and not forced and _rerendered(profile, ch, staged, results_root, spec, why):
+            stamps.write_stamp(stamp, inputs, nb, results_root / profile / ch, stamps.read_stamp(stamp)["seconds"],
+                               stamps.snapshots_of(nb))
             continue
         problem = upstream_problem(spec, profile, ch, staged, results_root)
         if problem:
             raise SystemExit(problem)
         print(f"[{profile}] {ch} runs: {forced or why}", flush=True)
         seconds = failed_in_one_line(profile, ch, staged, execute, profile, ch, staged, results_root, spec)
-        failed_in_one_line(profile, ch, staged, stamps.write_stamp, stamp, inputs, nb, results_root / profile / ch, seconds)
+        failed_in_one_line(profile, ch, staged, stamps.write_stamp, stamp, inputs, nb, results_root / profile / ch,
+                           seconds, stamps.snapshots_of(nb))
         done.append(ch)
     return done
+
+
+def _rerendered(profile: str, chapter: str, staged: Path, results_root: Path, spec: dict, why: str) -> bool:
+    """Whether :func:`rerender` did it; where anything stopped it (an object the last run could not
+    store, results that would change, any error), one line says so and the chapter runs in full."""
+    from papermill.exceptions import PapermillExecutionError
+
+    print(f"[{profile}] {chapter}: {why}", flush=True)
+    try:
+        rerender(profile, chapter, staged, results_root, spec)
+        return True
+    except PapermillExecutionError as exc:
+        reason = f"{exc.ename}: {' '.join(str(exc.evalue).split())}"
+    except Exception as exc:          # a re-render is never the last word: the full run decides
+        reason = f"{type(exc).__name__}: {exc}"
+    print(f"[{profile}] {chapter}: the re-render stopped ({reason[:300]}); the chapter runs in full", flush=True)
+    return False
 
 
 def failed_in_one_line(profile: str, chapter: str, staged: Path, fn, *args):

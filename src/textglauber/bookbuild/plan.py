@@ -54,7 +54,7 @@ def last_run(profile: str, chapter: str, staged: Path, results_root: Path) -> di
 class Line:
     kind: str                 # "artifact" or "chapter"
     name: str
-    action: str               # build, resume, reuse / run, skip, maybe
+    action: str               # build, resume, reuse / run, render, skip, maybe
     why: str
     seconds: float | None     # expected wall time here (0 for what is reused or skipped)
     basis: str                # where the number comes from
@@ -62,6 +62,8 @@ class Line:
     def text(self) -> str:
         if self.action in ("skip", "reuse"):
             when = "-"
+        elif self.action == "render":
+            when = "no science runs"
         elif self.seconds is None:
             when = f"no estimate ({self.basis})" if self.basis else "no estimate"
         elif self.basis.startswith("last run"):
@@ -77,22 +79,26 @@ EXPECTED: dict[tuple[str, str], tuple[float, str]] = {}     # (profile, chapter)
 
 def chapter_lines(profile: str, spec: dict, chapters: list[str], staged: Path, results_root: Path,
                   forced: str | None, probe_: Probe, status=None) -> list[Line]:
-    """One line per selected chapter in build order. Run or skip is the build's own decision
-    (``status``: :func:`textglauber.bookbuild.stamps.status` over the chapter's inputs now); a chapter
+    """One line per selected chapter in build order. Run, render or skip is the build's own decision
+    (``status``: :func:`textglauber.bookbuild.stamps.action` over the chapter's inputs now); a chapter
     that would be skipped but reads one that runs is 'maybe': its key changes only if the upstream
     results do."""
     if status is None:
         def status(ch):
             inputs = stamps.chapter_inputs(spec, profile, ch, results_root)
-            return stamps.status(stamps.stamp_path(staged, ch), inputs, stamps.executed_notebook(staged, ch),
-                                Path(results_root) / profile / ch)
+            return stamps.action(stamps.stamp_path(staged, ch), inputs, stamps.executed_notebook(staged, ch),
+                                 Path(results_root) / profile / ch)
     lines, running = [], set()
     for ch in P.build_order(spec, chapters):
         prm = P.chapter_parameters(profile, ch, results_root, spec=spec)
         try:
-            complete, why = (False, forced) if forced else status(ch)
+            what, why = ("run", forced) if forced else status(ch)
         except Exception as exc:             # the build decides again when it gets there
-            complete, why = False, f"could not tell now ({type(exc).__name__}: {exc})"
+            what, why = "run", f"could not tell now ({type(exc).__name__}: {exc})"
+        if what == "render":                 # the science is not run (a re-render stopped runs it in full)
+            lines.append(Line("chapter", ch, "render", why, 0.0, ""))
+            continue
+        complete = what in (True, "skip")
         ups = [u for u in spec["chapters"][ch].get("reads", []) if u in running]
         if complete and not ups:
             lines.append(Line("chapter", ch, "skip", why, 0.0, ""))

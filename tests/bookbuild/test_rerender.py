@@ -17,7 +17,6 @@ from textglauber.bookbuild import execute, replay
 from textglauber.bookbuild import stamps as C
 from textglauber.profile import loader as profile_loader
 
-pytestmark = pytest.mark.slow
 PROFILE = "t"
 
 SCIENCE = '''import os
@@ -120,6 +119,7 @@ def _page(build) -> str:
     return json.dumps([c.outputs for c in cells if c.source.startswith("display(Markdown(words")])
 
 
+@pytest.mark.slow
 def test_a_page_edit_re_renders_without_the_science_and_leaves_the_tables(project, build):
     build()
     assert build.counter.read_text() == "1"
@@ -143,6 +143,7 @@ def test_a_page_edit_re_renders_without_the_science_and_leaves_the_tables(projec
     assert build.counter.read_text() == "2"
 
 
+@pytest.mark.slow
 def test_a_page_edit_that_would_change_a_table_runs_the_chapter_in_full(project, build):
     build()
     page = project / "src" / "fakepkg" / "pages" / "words.py"
@@ -154,6 +155,7 @@ def test_a_page_edit_that_would_change_a_table_runs_the_chapter_in_full(project,
         b"measured" in (build.results / PROFILE / "a" / "values.parquet").read_bytes()
 
 
+@pytest.mark.slow
 def test_a_render_cell_that_needs_what_was_not_stored_runs_the_chapter_in_full(project, build):
     _chapter(project / "book" / "a.ipynb", render=RENDER + "\nhandle.close()")
     build()
@@ -163,6 +165,7 @@ def test_a_render_cell_that_needs_what_was_not_stored_runs_the_chapter_in_full(p
     assert build.counter.read_text() == "2" and "biggest" in _page(build)
 
 
+@pytest.mark.slow
 def test_the_generator_goes_on_as_in_the_full_run(project, build):
     """A render cell draws from the run's generator after the compute cell: the re-render restores the
     generator's state, so the table it checks (which holds that draw) comes out the same; were the

@@ -158,11 +158,8 @@ def with_current_prose(executed, source):
     injected stays right after the parameters cell. The stamp's key holds the code cells alone, so
     a chapter skipped since a prose edit shows the new prose with the outputs of the same code.
     Where the code cells differ (they cannot while the key matches) ``executed`` is returned as is."""
-    def tags(c):
-        return c.get("metadata", {}).get("tags", [])
-
-    injected = [c for c in executed.cells if "injected-parameters" in tags(c)]
-    ran = [c for c in executed.cells if c.cell_type == "code" and "injected-parameters" not in tags(c)]
+    injected = [c for c in executed.cells if "injected-parameters" in replay.tags(c)]
+    ran = [c for c in executed.cells if c.cell_type == "code" and "injected-parameters" not in replay.tags(c)]
     code = [c for c in source.cells if c.cell_type == "code"]
     if len(ran) != len(code) or any(a.source != b.source for a, b in zip(ran, code)):
         return executed
@@ -172,9 +169,9 @@ def with_current_prose(executed, source):
             cells.append(c)
             continue
         cells.append(next(outputs))
-        if "parameters" in tags(c):
+        if "parameters" in replay.tags(c):
             cells += injected
-    if injected and not any("parameters" in tags(c) for c in code):
+    if injected and not any("parameters" in replay.tags(c) for c in code):
         cells = injected + cells                  # papermill puts it first where no cell is tagged
     executed.cells = cells
     return executed
@@ -280,9 +277,9 @@ def tidy_executed(nb_path: Path, output_path: Path | None = None) -> None:
     nb.metadata.pop("widgets", None)
     if output_path is not None and "papermill" in nb.metadata:
         nb.metadata["papermill"]["output_path"] = str(output_path)
-    injected = any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells)
+    injected = any("injected-parameters" in replay.tags(c) for c in nb.cells)
     for cell in nb.cells:
-        tags = cell.metadata.get("tags", [])
+        tags = replay.tags(cell)
         if injected and "parameters" in tags and "remove-cell" not in tags:
             cell.metadata["tags"] = tags + ["remove-cell"]
         elif cell.cell_type == "code" and not {"injected-parameters", "hide-input", "remove-input"} & set(tags):

@@ -61,13 +61,14 @@ class Unavailable:
 
 
 # --------------------------------------------------------------------------- notebooks
-def _tags(cell) -> list[str]:
+def tags(cell) -> list[str]:
+    """A notebook cell's tags (none: an empty list)."""
     return list(cell.get("metadata", {}).get("tags", []))
 
 
 def compute_cells(nb) -> list[int]:
     """Indices of the code cells tagged :data:`COMPUTE`."""
-    return [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code" and COMPUTE in _tags(c)]
+    return [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code" and COMPUTE in tags(c)]
 
 
 def _helper(source: str, tag: str, k: int) -> dict:
@@ -93,7 +94,7 @@ def with_snapshots(nb, folder: Path):
     cells = []
     k = 0
     for c in out["cells"]:
-        if c["cell_type"] == "code" and COMPUTE in _tags(c):
+        if c["cell_type"] == "code" and COMPUTE in tags(c):
             src = "".join(c["source"])
             cells.append(_helper(f"import {__name__} as _replay\n_replay.mark(globals())", MARK, k))
             cells.append(c)
@@ -113,22 +114,22 @@ def with_loads(nb, folder: Path):
         src = "".join(c["source"])
         c["source"] = "\n".join(filter(None, [_imports(src), f"import {__name__} as _replay",
                                               f"_replay.load(globals(), {str(folder)!r}, {k})"]))
-        c["metadata"] = {**c.get("metadata", {}), "tags": _tags(c) + [LOAD]}
+        c["metadata"] = {**c.get("metadata", {}), "tags": tags(c) + [LOAD]}
         c["outputs"] = []
     return out
 
 
 def without_helpers(nb):
     """``nb`` without the cells :func:`with_snapshots` added."""
-    nb["cells"] = [c for c in nb["cells"] if not ({MARK, SAVE} & set(_tags(c)))]
+    nb["cells"] = [c for c in nb["cells"] if not ({MARK, SAVE} & set(tags(c)))]
     return nb
 
 
 def splice(replayed, previous):
     """The re-rendered notebook with each loaded cell replaced by the compute cell of the last full
     run's executed notebook (``previous``), its source, outputs and metadata."""
-    ran = [c for c in previous["cells"] if c["cell_type"] == "code" and COMPUTE in _tags(c)]
-    loaded = [i for i, c in enumerate(replayed["cells"]) if LOAD in _tags(c)]
+    ran = [c for c in previous["cells"] if c["cell_type"] == "code" and COMPUTE in tags(c)]
+    loaded = [i for i, c in enumerate(replayed["cells"]) if LOAD in tags(c)]
     if len(ran) != len(loaded):
         raise ReplayUnavailable(f"the last full run has {len(ran)} compute cells, the re-render {len(loaded)}")
     for i, c in zip(loaded, ran):

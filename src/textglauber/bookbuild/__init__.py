@@ -11,8 +11,9 @@ In order:
    benchmark, trained models), then resolves every model and corpus (:mod:`~textglauber.bookbuild.preflight`);
 4. executes each chapter whose inputs changed, in data order, and stamps it
    (:mod:`~textglauber.bookbuild.execute`, :mod:`~textglauber.bookbuild.stamps`), with progress lines
-   while it runs (:mod:`~textglauber.bookbuild.progress`); then the findings page
-   (:mod:`~textglauber.bookbuild.findings`);
+   while it runs (:mod:`~textglauber.bookbuild.progress`); a chapter whose page modules alone changed
+   is re-rendered from its last full run instead (:mod:`~textglauber.bookbuild.replay`); then the
+   findings page (:mod:`~textglauber.bookbuild.findings`);
 5. renders the site with Jupyter Book (:mod:`~textglauber.bookbuild.sphinx_site` is its Sphinx
    extension) and checks it, in a browser too (:mod:`~textglauber.bookbuild.site`,
    :mod:`~textglauber.bookbuild.sitecheck`).

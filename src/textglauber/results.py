@@ -227,7 +227,11 @@ def vouched_table(folder: str | Path, name: str) -> pd.DataFrame:
 
 
 def write_table(df: pd.DataFrame, folder: str | Path, name: str) -> Path:
-    """One table as parquet, into the folder's open run (:func:`chapter_dir`) where it has one."""
+    """One table as parquet, into the folder's open run (:func:`chapter_dir`) where it has one. The
+    frame's ``attrs`` are not written (pandas would put them in the file's metadata): a table's bytes
+    are its values, so the same run writes the same file."""
+    df = df.copy(deep=False)
+    df.attrs = {}
     return _write(_target(Path(folder)) / f"{name}.parquet", lambda p: df.to_parquet(p, index=False))
 
 

@@ -12,7 +12,6 @@ radix, site 0 the most significant digit and each digit the token's position in 
 (:class:`ProductSpace`)."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -251,16 +250,13 @@ def covering_table(scorer, model_name: str, seeds_by_n: dict, temperatures, *, e
     leaves out, its cost in masked rows, the restricted chain's t_rel and t_mix(1/4), and the
     transfer bound on the full chain's t_mix(1/4). Higher T flattens the conditionals, so the sets
     grow; a cell whose sets outgrow ``max_states`` is reported with ``complete`` False and NaN times.
-    The wall-clock seconds of each row are kept in ``table.attrs["seconds"]``."""
-    out, seconds = [], []
+    No wall-clock time is kept: it went into the parquet file's metadata, so two runs of the same
+    cells wrote different bytes."""
+    out = []
     for n, seed in sorted(seeds_by_n.items()):
         if len(seed) != n:
             raise ValueError(f"the seed for n = {n} has {len(seed)} tokens")
         for T in temperatures:
-            start = time.perf_counter()
             out.append(covering_row(scorer, model_name, seed, T, eps=eps, max_states=max_states,
                                     tmix_max_states=tmix_max_states))
-            seconds.append(time.perf_counter() - start)
-    table = pd.DataFrame(out, columns=COVERING_COLUMNS)
-    table.attrs["seconds"] = seconds
-    return table
+    return pd.DataFrame(out, columns=COVERING_COLUMNS)

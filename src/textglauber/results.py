@@ -168,27 +168,24 @@ def _compared(folder: Path, manifest: dict, name: str) -> Path:
     where it was made); else :class:`ReplayMismatch`."""
     staging = _open.pop(folder.resolve())
     shutil.rmtree(staging, ignore_errors=True)
-    held = read_manifest(folder) if name == "manifest.json" else _read_json(folder / name)
-
-    def kept(m):
-        return {k: v for k, v in json.loads(json.dumps(m or {}, default=str)).items() if k not in VOLATILE_MANIFEST_FIELDS}
-    if kept(held) != kept(manifest):
-        differ = sorted(k for k in set(kept(held)) | set(kept(manifest)) if kept(held).get(k) != kept(manifest).get(k))
+    held, now = lasting(read_manifest(folder, name) or {}), lasting(manifest)
+    if held != now:
+        differ = sorted(k for k in set(held) | set(now) if held.get(k) != now.get(k))
         raise ReplayMismatch(f"{folder}: a re-render would change {name} ({', '.join(differ)}); the chapter runs in full")
     return folder / name
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+def lasting(manifest: dict) -> dict:
+    """A manifest as JSON holds it, without the fields that say when and where its run was made
+    (:data:`VOLATILE_MANIFEST_FIELDS`): what two runs of the same work share."""
+    return {k: v for k, v in json.loads(json.dumps(manifest, default=str)).items() if k not in VOLATILE_MANIFEST_FIELDS}
 
 
-def read_manifest(folder: str | Path) -> dict | None:
-    """A chapter's manifest, or None where it has none that reads as a JSON mapping."""
+def read_manifest(folder: str | Path, name: str = "manifest.json") -> dict | None:
+    """A chapter's manifest (``name``: another one of the folder's), or None where it has none that
+    reads as a JSON mapping."""
     try:
-        found = json.loads((Path(folder) / "manifest.json").read_text())
+        found = json.loads((Path(folder) / name).read_text())
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None

@@ -153,15 +153,19 @@ class _NoModels(pickle.Pickler):
     """A pickler that stops at a torch module: a loaded model is not stored (the re-render's own
     cells load it again where they need it), so a snapshot holds results, not weights."""
 
-    def persistent_id(self, obj):
+    def __init__(self, *args, **kwargs):
         import torch
 
-        if isinstance(obj, torch.nn.Module):
+        super().__init__(*args, **kwargs)
+        self._module = torch.nn.Module          # looked up once: persistent_id sees every object pickled
+
+    def persistent_id(self, obj):
+        if isinstance(obj, self._module):
             raise _HoldsModel
         return None
 
 
-def _pack(name: str, obj):
+def _pack(obj):
     import torch
 
     if isinstance(obj, types.ModuleType):
@@ -188,9 +192,9 @@ def save(ns: dict, folder: str, k: int, read: list[str]) -> None:
     be stored) and every name it read that can be stored (it may have changed that object in place),
     written whole or not at all."""
     bound = [n for n, v in ns.items() if not n.startswith("_") and (n not in _before or _before[n] is not v)]
-    packed = {n: _pack(n, ns[n]) for n in bound}
+    packed = {n: _pack(ns[n]) for n in bound}
     for n in read:                 # what could not be stored of these is left as the re-render's own cells make it
-        if n in ns and n not in packed and not n.startswith("_") and (p := _pack(n, ns[n]))[0] != "unavailable":
+        if n in ns and n not in packed and not n.startswith("_") and (p := _pack(ns[n]))[0] != "unavailable":
             packed[n] = p
     path = Path(folder) / f"{k}.pkl"
     path.parent.mkdir(parents=True, exist_ok=True)

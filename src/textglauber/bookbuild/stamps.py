@@ -82,7 +82,7 @@ from .. import profile as P
 from ..paths import repo_root
 from ..provenance import installed_version, digest, file_digest, notebook_code_digest, tree_digests, versions, write_json_atomic
 from ..reach import code_inputs
-from ..results import VOLATILE_MANIFEST_FIELDS, listed_tables, resumable
+from ..results import lasting, listed_tables, resumable
 
 FORMAT = 3                      # 2: the notebook enters the key by its code cells alone; 3: page modules apart
 PAGES = "pages/"                # library files (relative to the package) that render pages and compute nothing
@@ -182,7 +182,7 @@ def _manifest_digest(path: Path) -> str:
         m = json.loads(path.read_text())
     except ValueError:
         return file_digest(path)
-    return digest({k: v for k, v in m.items() if k not in VOLATILE_MANIFEST_FIELDS})
+    return digest(lasting(m)) if isinstance(m, dict) else file_digest(path)
 
 
 def unlisted_tables(folder: Path) -> list[str]:

@@ -284,7 +284,7 @@ def builder(project, tmp_path, monkeypatch):
     fake = FakePapermill(results)
     monkeypatch.setattr(papermill, "execute_notebook", fake)
     record, clock = execute.record_timing, iter(range(1, 10**6))
-    monkeypatch.setattr(execute, "record_timing", lambda folder, chapter, seconds: record(folder, chapter, next(clock)))
+    monkeypatch.setattr(execute, "record_timing", lambda folder, chapter, seconds, probe=None: record(folder, chapter, next(clock), probe))
 
     def run(chapters=None, forced=None):
         fake.ran.clear()

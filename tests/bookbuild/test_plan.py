@@ -33,6 +33,14 @@ def lines_for(spec, chapters, tmp_path, status, measure=lambda: REF, forced=None
                               estimates.Probe(measure), status=status)
 
 
+def variable(chapter, prm):
+    """A chapter's estimate above its fixed time at the reference probe, from its two parts of work
+    (encoder, bookkeeping) at its fitted rates."""
+    _, b, c = estimates.seconds.constants()[chapter]
+    encoder, books = estimates.work_parts(chapter, prm)
+    return b * encoder + c * books
+
+
 def runs(ch):
     return False, "its inputs changed: parameters"
 
@@ -74,7 +82,8 @@ def test_the_stamp_wins_and_changed_parameters_rescale_its_time(tmp_path):
     whole = estimates.chapter_work("traps", prm)
     assert ratio == pytest.approx(whole / (fixed + (whole - fixed) / 2), rel=0.02) and 1.0 < ratio < 2.0
     [scaled] = lines_for(spec, ["traps"], tmp_path, runs, measure=no_probe)
-    assert scaled.seconds == pytest.approx(estimates.OVERHEAD_S + (300.0 - estimates.OVERHEAD_S) * ratio, rel=1e-6)
+    fixed = estimates.seconds.overhead("traps")
+    assert scaled.seconds == pytest.approx(fixed + (300.0 - fixed) * ratio, rel=1e-6)
     assert scaled.basis.startswith(f"last run: 300 s, scaled by {ratio:.1f}x")
 
 
@@ -85,22 +94,23 @@ def test_without_a_record_the_line_is_an_estimate_that_scales_with_the_parameter
     assert line.basis == f"estimated from a {estimates.REFERENCE_PROBE_S:.2f} s probe"
     assert line.text().split("]")[0].count("estimated from a 0.16 s probe: ~") == 1
     assert line.seconds > 60
-    # doubling the chain-steps (trials) and the pairs roughly doubles the estimate
+    # doubling the chain-steps (trials) and the pairs doubles their part of the estimate: above the
+    # fixed time, the estimate is the encoder work and the bookkeeping at their fitted rates
     ch = spec["chapters"]["crossover"]["parameters"]
-    whole = estimates.chapter_work("crossover", ch)
-    fixed = estimates.chapter_work("crossover", {**ch, "trials": 0, "pairs": 0})   # the exact phase section
+    whole = variable("crossover", ch)
+    fixed = variable("crossover", {**ch, "trials": 0, "pairs": 0})   # the exact phase section
     ch["trials"], ch["pairs"] = 2 * ch["trials"], 2 * ch["pairs"]
     [twice] = lines_for(spec, ["crossover"], tmp_path, runs)
-    O = estimates.OVERHEAD_S                            # the exact phase section scales with neither
+    O = estimates.seconds.overhead("crossover")         # the exact phase section scales with neither
     assert (twice.seconds - O) / (line.seconds - O) == pytest.approx((2 * whole - fixed) / whole, rel=0.02)
     assert 0 < fixed < whole
     traps = offline()
     [t1] = lines_for(traps, ["traps"], tmp_path, runs)
     traps["chapters"]["traps"]["parameters"]["steps"] *= 2
     [t2] = lines_for(traps, ["traps"], tmp_path, runs)
-    main = estimates.chapter_work("traps", {**traps["chapters"]["traps"]["parameters"], "steps": 0})
-    twice_steps = estimates.chapter_work("traps", traps["chapters"]["traps"]["parameters"])
-    O = estimates.OVERHEAD_S
+    main = variable("traps", {**traps["chapters"]["traps"]["parameters"], "steps": 0})
+    twice_steps = variable("traps", traps["chapters"]["traps"]["parameters"])
+    O = estimates.seconds.overhead("traps")
     assert (t2.seconds - O) / (t1.seconds - O) == pytest.approx(twice_steps / (twice_steps - (twice_steps - main) / 2), rel=0.02)
     assert 1.0 < t2.seconds / t1.seconds < 2.0                 # the escape section (chains, searches) does not double
     traps["chapters"]["traps"]["parameters"]["escape"]["chains"] *= 2
@@ -109,7 +119,7 @@ def test_without_a_record_the_line_is_an_estimate_that_scales_with_the_parameter
     assert t2.seconds < t3.seconds < 2.0 * t1.seconds          # searches and trap finding do not double
 
 
-def test_the_estimate_follows_the_probe_and_the_calibration(tmp_path):
+def test_the_estimate_follows_the_probe_and_the_fitted_constants(tmp_path):
     spec = offline()
     chapters = list(estimates.CALIBRATION_SECONDS)
     at_ref = {ln.name: ln.seconds for ln in lines_for(spec, chapters, tmp_path, runs)}
@@ -117,9 +127,12 @@ def test_the_estimate_follows_the_probe_and_the_calibration(tmp_path):
                                                       measure=lambda: (2 * REF[0], 2 * REF[1]))}
     for ch in chapters:
         assert slower[ch] == pytest.approx(2 * at_ref[ch])
-    # at the calibration's parameters and probe, each chapter comes out at its calibration time
-    for ch, seconds in estimates.CALIBRATION_SECONDS.items():
-        assert estimates.estimate(ch, estimates.CALIBRATION_PARAMETERS[ch], estimates.Probe(lambda: REF)) == pytest.approx(seconds)
+    # at the reference probe a chapter's estimate is its fitted fixed time plus its work at the
+    # fitted seconds per unit (the constants' fit to measured builds: test_plan_records.py)
+    for ch in chapters:
+        a, b, c = estimates.seconds.constants()[ch]
+        encoder, books = estimates.work_parts(ch, P.chapter_parameters("offline", ch, spec=spec))
+        assert at_ref[ch] == pytest.approx(a + b * encoder + c * books)
 
 
 def test_the_calibration_parameters_are_those_of_the_calibration_commit():

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         build_artifacts(artifacts_needed(spec, chapters), Path(a.results).resolve())
         preflight(a.profile, chapters)
         forced = "--force" if a.force else "named with --chapter" if a.chapter else None
-        run_chapters(a.profile, spec, chapters, staged, Path(a.results).resolve(), forced)
+        run_chapters(a.profile, spec, chapters, staged, Path(a.results).resolve(), forced, plan.PROBED.get(a.profile))
         if not a.no_book:
             execute_front(a.profile, staged, Path(a.results).resolve())
     if a.no_book:

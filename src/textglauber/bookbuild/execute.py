@@ -64,7 +64,8 @@ def _papermill(profile: str, chapter: str, staged: Path, results_root: Path, spe
     return partial
 
 
-def execute(profile: str, chapter: str, staged: Path, results_root: Path, spec: dict | None = None) -> float:
+def execute(profile: str, chapter: str, staged: Path, results_root: Path, spec: dict | None = None,
+            probe: tuple[float, float] | None = None) -> float:
     """Run one chapter with papermill and render its page. The executed notebook replaces the last
     one only once it has run through (papermill saves after every cell, so it writes to a partial
     file first); so do what its compute cells left for a re-render (:mod:`.replay`)."""
@@ -89,7 +90,7 @@ def execute(profile: str, chapter: str, staged: Path, results_root: Path, spec: 
     render(staged, chapter, nb)
     dt = time.time() - t0
     print(f"[{profile}] {chapter}: {dt:.0f} s", flush=True)
-    record_timing(results_root / profile, chapter, dt)
+    record_timing(results_root / profile, chapter, dt, probe)
     return dt
 
 
@@ -121,8 +122,10 @@ def rerender(profile: str, chapter: str, staged: Path, results_root: Path, spec:
     return dt
 
 
-def record_timing(folder: Path, chapter: str, seconds: float) -> None:
-    """Wall time of each chapter's last execution, for the findings page and the plan. A file that
+def record_timing(folder: Path, chapter: str, seconds: float, probe: tuple[float, float] | None = None) -> None:
+    """Wall time of each chapter's last execution, for the findings page and the plan, with the
+    build's probe reading (one thread, torch's threads) where its plan took one: what a measured
+    build gives the plan's calibration (:mod:`textglauber.bookbuild.estimates.records`). A file that
     cannot be read is named, moved aside (``timings.json.unreadable``) and started afresh."""
     path = folder / "timings.json"
     data = stamps.read_timings(path)
@@ -131,6 +134,8 @@ def record_timing(folder: Path, chapter: str, seconds: float) -> None:
         print(f"{path}: not a record of wall times; moved aside to timings.json.unreadable", flush=True)
     data[chapter] = {"seconds": round(seconds, 1), "machine": machine_line(),
                      "when": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
+    if probe is not None:
+        data[chapter]["probe"] = [round(float(probe[0]), 4), round(float(probe[1]), 4)]
     write_json_atomic(path, data)
 
 
@@ -193,9 +198,10 @@ def upstream_problem(spec: dict, profile: str, chapter: str, staged: Path, resul
 
 
 def run_chapters(profile: str, spec: dict, chapters: list[str], staged: Path, results_root: Path,
-                 forced: str | None = None) -> list[str]:
+                 forced: str | None = None, probe: tuple[float, float] | None = None) -> list[str]:
     """Execute what changed among ``chapters`` in data order, skip the rest; return those executed.
-    ``forced`` (a reason) executes every one of them regardless."""
+    ``forced`` (a reason) executes every one of them regardless; ``probe``, the plan's reading, is
+    recorded beside each executed chapter's time (:func:`record_timing`)."""
     done = []
     for ch in P.build_order(spec, chapters):
         nb = stamps.executed_notebook(staged, ch)
@@ -214,7 +220,7 @@ def run_chapters(profile: str, spec: dict, chapters: list[str], staged: Path, re
         if problem:
             raise SystemExit(problem)
         print(f"[{profile}] {ch} runs: {forced or why}", flush=True)
-        seconds = failed_in_one_line(profile, ch, staged, execute, profile, ch, staged, results_root, spec)
+        seconds = failed_in_one_line(profile, ch, staged, execute, profile, ch, staged, results_root, spec, probe)
         failed_in_one_line(profile, ch, staged, stamps.write_stamp, stamp, inputs, nb, results_root / profile / ch,
                            seconds, stamps.snapshots_of(nb))
         done.append(ch)

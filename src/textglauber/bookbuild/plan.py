@@ -75,6 +75,7 @@ class Line:
 
 
 EXPECTED: dict[tuple[str, str], tuple[float, str]] = {}     # (profile, chapter) -> (seconds, basis), for watch()
+PROBED: dict[str, tuple[float, float]] = {}                 # profile -> the plan's probe reading (one, many), for the timings
 
 
 def chapter_lines(profile: str, spec: dict, chapters: list[str], staged: Path, results_root: Path,
@@ -276,6 +277,8 @@ def announce(profile: str, spec: dict, chapters: list[str], staged: Path, result
                                results_root, probe_)
         lines += chapter_lines(profile, spec, chapters, Path(staged), Path(results_root), forced, probe_)
         print(format_plan(profile, lines, probe_), file=out, flush=True)
+        if probe_.many is not None:
+            PROBED[profile] = (probe_.one, probe_.many)
         return lines
     except Exception as exc:
         print(f"[{profile}] plan: could not be computed ({type(exc).__name__}: {exc}); building anyway",

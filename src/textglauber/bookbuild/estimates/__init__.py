@@ -1,6 +1,6 @@
 """How long a chapter or an artifact should take on this machine when no run of it is recorded
-here: its work counted from its parameters, the calibration machine's seconds per unit of that
-work, and this machine's speed relative to it read off a short probe.
+here: its work counted from its parameters, seconds per unit of that work fitted to measured builds,
+and this machine's speed relative to the reference read off a short probe.
 
 **The probe** times a fixed batch (32 sequences of 22 tokens, the size of a chapter's batched
 chains) through a randomly initialised BERT of the shape of the offline profile's English MLM
@@ -14,36 +14,38 @@ the same cores included. On an oversubscribed machine the two readings part: at 
 training step 2 to 4 times (each thread waits for its descheduled partner at every operation), so
 such a machine makes every chapter several times slower, the heavy ones most.
 
-**Calibration** (``CALIBRATION_SECONDS``). On 2026-11-24 a fresh clone's default build on a 2-core
-machine took, at commit f52a2ef (``params/offline.yaml`` of that commit): incompatibility 119 s,
+**Calibration.** Each chapter has two constants, its fixed time and its seconds per unit of work
+at the reference probe, fitted to measured first builds (:mod:`.records`): the committed records
+under ``data/timings/``, each a build's per-chapter seconds, parameters and probe reading, and the
+calibration machine's build below. A record is ``fit`` or ``held_out``; the test suite puts the plan
+beside every record's chapters, and only the held-out ones are evidence that it prices work it has
+not seen.
+
+*The calibration machine* (``CALIBRATION_SECONDS``). On 2026-11-24 a fresh clone's default build on a
+2-core machine took, at commit f52a2ef (``params/offline.yaml`` of that commit): incompatibility 119 s,
 bounds 178 s, crossover 790 s, traps 345 s, basins 341 s, ground truth 92 s (31 min of chapters),
 the English training 28.5 min and the default benchmark about 5 min, about 65 min in all. The
 same build on another 2-core machine on 2026-11-25 took over 3 hours (chapters about 119 min,
 crossover 2,868 s and traps 1,944 s among them, training 59 min, benchmark 12 min): the factor
-between the two, 2 to 3.6, is what the probe is meant to read off in advance. Each chapter's
-constant is its time on the first machine, less ``OVERHEAD_S`` (kernel start, imports, model
-loading, figures), over its work at f52a2ef's parameters (``CALIBRATION_PARAMETERS``, which the
-test suite compares with that commit's profile where git has it). That gives 2 to 7 ms per MiniLM
-row at n = 20 across the chapters, as a 2-core CPU's rate suggests. The probe was not run on that
-machine; its readings there (``REFERENCE_PROBE_S``, ``REFERENCE_PROBE_ONE_S``) are inferred from
-the English training, which it did run: on the machine this module was written on, a MiniLM
-optimiser step (batch 32 x 52 tokens, masked head, AdamW) timed between probes took 9 to 13
-probe passes on one thread (median 11) and 6 to 9.5 on two under load (about 9.5 expected
+between the two, 2 to 3.6, is what the probe is meant to read off in advance. The probe was not
+run on that machine; its readings there (``REFERENCE_PROBE_S``, ``REFERENCE_PROBE_ONE_S``) are
+inferred from the English training, which it did run: on the machine this module was written on,
+a MiniLM optimiser step (batch 32 x 52 tokens, masked head, AdamW) timed between probes took 9 to
+13 probe passes on one thread (median 11) and 6 to 9.5 on two under load (about 9.5 expected
 quiet, as the two workloads' multiplies are of a size), and the training's 28.5 min there come
 to about 1.59 s a MiniLM step (1,066 step-equivalents: 850 steps, 360 scratch steps at 0.39 of
 one, 14 evaluations and two pseudo-perplexities), so 0.16 s a probe pass on 2 threads, and 0.26 s
 on one with the 1.8 speed-up of the second thread that the training's step counts assume. The
-estimates therefore rest on one machine's times, on a work count per chapter that is only as
-good as its formula (a run that stops early, as coupled pairs that meet do, costs less than its
-upper bound, which the calibration absorbs at the reference parameters only), and on two
-inferred constants: read them as the order of magnitude (tens of minutes or hours), not the
-minute. At the reference readings a first default build now comes to about 70 min (by these
-counts crossover's budgets in sweeps, since 9ac1f6f, ask for 1.5 times the work they did at
-f52a2ef, and the basins chapter's null chains 1.4 times).
+training, benchmark and stand-in lines of the plan still rest on that machine alone.
+
+The work counts are only as good as their formulas (a run that stops early, as coupled pairs that
+meet do, costs less than its upper bound, which the fit absorbs at the recorded parameters only):
+read the estimates as the order of magnitude, and the records' ratios as how far they held.
 
 The package: ``calibration`` (the calibration machine's times and parameters), ``costs`` (a
 scored row of each model), ``work`` (each chapter's work count), ``seconds`` (a chapter's estimate,
-a last run rescaled), ``probing`` (this machine's speed: :func:`probe`) and ``training`` (a training preset's work).
+a last run rescaled), ``records`` (measured builds and the fit of each chapter's constants),
+``probing`` (this machine's speed: :func:`probe`) and ``training`` (a training preset's work).
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ from .probing import PROBE_BATCH, PROBE_BUDGET_S, PROBE_PASSES, PROBE_TOKENS, Pr
 from .seconds import estimate, reference_work, rescaled, seconds_per_unit
 from .training import training_done, training_work
 from .work import (COUPLING_SHARE, ESCAPE_CHAIN, ESCAPE_ROWS, EXACT_STEP, FIND_SWEEPS, PHASE_CELL, SEARCH_ROWS,
-                   chapter_work)
+                   chapter_work, work_parts)
 
 __all__ = ["BENCH_SECONDS", "CALIBRATION_COMMIT", "CALIBRATION_PARAMETERS", "CALIBRATION_SECONDS", "CHAIN_ROW_FLOOR",
            "COUPLING_SHARE", "ESCAPE_CHAIN", "ESCAPE_ROWS", "EXACT_STEP", "FIND_SWEEPS", "FIXED_S", "MINILM_SHAPE",
@@ -63,4 +65,4 @@ __all__ = ["BENCH_SECONDS", "CALIBRATION_COMMIT", "CALIBRATION_PARAMETERS", "CAL
            "REFERENCE_PROBE_ONE_S", "REFERENCE_PROBE_S", "REFERENCE_TRAINING_STEPS", "REF_ROW", "ROW_FLOOR",
            "SEARCH_ROWS", "SHAPES", "STANDINS_SECONDS", "TRAINING_OVERHEAD_S", "TRAINING_SECONDS", "chapter_work", "estimate",
            "layer_cost", "model_cost", "probe", "reference_work", "rescaled", "seconds_per_unit", "step_cost",
-           "training_done", "training_work"]
+           "training_done", "training_work", "work_parts"]

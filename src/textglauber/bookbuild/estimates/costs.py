@@ -2,7 +2,9 @@
 models the profiles name and the floors below which a row costs no less."""
 from __future__ import annotations
 
+import contextvars
 import json
+from contextlib import contextmanager
 
 # (layers, width, feed-forward width, head columns per scored row, feed-forward matrices)
 MINILM_SHAPE = (6, 384, 1536, 29523, 2)
@@ -73,16 +75,48 @@ def _local_config(name: str) -> dict | None:
         return None
 
 
+PARTS = ("all", "encoder", "bookkeeping")
+_PART = contextvars.ContextVar("work_part", default="all")
+
+
+@contextmanager
+def counting(part: str):
+    """Count one part of the work inside this block: ``all`` (a row costs its encoder work, at least
+    its floor, and the chapters' own bookkeeping is added: :func:`textglauber.bookbuild.estimates.work.chapter_work`),
+    ``encoder`` (a row costs its encoder work only, which torch's threads run) or ``bookkeeping``
+    (a row costs its floor, the engine's and Python's own work on one thread, and the chapters'
+    bookkeeping terms count as they are)."""
+    if part not in PARTS:
+        raise ValueError(f"part = {part!r}; allowed: {', '.join(PARTS)}")
+    token = _PART.set(part)
+    try:
+        yield
+    finally:
+        _PART.reset(token)
+
+
+def bookkeeping(rows: float) -> float:
+    """A term of a chapter's own work outside the encoder (chain events, linear algebra, lookups), in
+    rows: nothing when only the encoder is counted."""
+    return 0.0 if _PART.get() == "encoder" else rows
+
+
 def model_cost(name: str, n: int, *, head: bool = True, causal: bool = False, floor: float = ROW_FLOOR) -> float:
     """One scored row of ``name`` at length ``n``, in rows of the MiniLM shape at n = 20: the
     encoder over n + 2 tokens and the head on one row (on every token for a causal model's
-    sequence probability; none with ``head=False``); at least ``floor``."""
+    sequence probability; none with ``head=False``); at least ``floor``. Under
+    :func:`counting`, its encoder part alone or its floor alone."""
     shape = _shape(name)
     if shape is None:
-        return floor
+        return floored(0.0, floor)
     head_rows = (n + 2) if causal else (1 if head else 0)
-    cost = layer_cost(shape, n + 2) + head_rows * shape[1] * shape[3]
-    return max(floor, cost / REF_ROW)
+    return floored((layer_cost(shape, n + 2) + head_rows * shape[1] * shape[3]) / REF_ROW, floor)
+
+
+def floored(encoder: float, floor: float = ROW_FLOOR) -> float:
+    """A row whose encoder work is ``encoder`` rows, under the part being counted (:func:`counting`)."""
+    part = _PART.get()
+    return encoder if part == "encoder" else floor if part == "bookkeeping" else max(floor, encoder)
 
 
 def step_cost(name: str, n: int) -> float:

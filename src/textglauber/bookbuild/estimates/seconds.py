@@ -1,12 +1,13 @@
-"""A chapter's seconds on this machine: its work at the calibration's seconds per unit, scaled by
-the probe, or a last run's time carried over to other parameters."""
+"""A chapter's seconds on this machine: its work at the fitted seconds per unit, scaled by the
+probe, or a last run's time carried over to other parameters."""
 from __future__ import annotations
 
+import functools
 import math
 
-from .calibration import CALIBRATION_PARAMETERS, CALIBRATION_SECONDS, FIXED_S, OVERHEAD_S
+from .calibration import CALIBRATION_PARAMETERS, FIXED_S, OVERHEAD_S
 from .probing import Probe
-from .work import chapter_work
+from .work import chapter_work, work_parts
 
 
 def reference_work(chapter: str) -> float | None:
@@ -16,32 +17,45 @@ def reference_work(chapter: str) -> float | None:
     return None if prm is None else chapter_work(chapter, prm)
 
 
+@functools.lru_cache(maxsize=1)
+def constants() -> dict[str, tuple[float, float, float]]:
+    """{chapter: (fixed seconds, seconds per unit of encoder work, per unit of bookkeeping)} at the
+    reference probe, fitted to the measured builds (:mod:`.records`)."""
+    from . import records
+
+    return records.fit(records.load())
+
+
 def seconds_per_unit(chapter: str) -> float | None:
-    """Seconds per unit of :func:`chapter_work` on the calibration machine."""
-    work = reference_work(chapter)
-    if chapter not in CALIBRATION_SECONDS or not work:
-        return None
-    return max(CALIBRATION_SECONDS[chapter] - OVERHEAD_S, 1.0) / work
+    """Seconds per unit of encoder work (:func:`work_parts`) at the reference probe."""
+    got = constants().get(chapter)
+    return None if got is None else got[1]
+
+
+def overhead(chapter: str) -> float:
+    """A chapter's fixed seconds at the reference probe (its fit, else ``OVERHEAD_S``)."""
+    got = constants().get(chapter)
+    return OVERHEAD_S if got is None else got[0]
 
 
 def estimate(chapter: str, prm: dict, probe_: "Probe") -> float | None:
     """Seconds a chapter with these parameters would take at the probe's reading (None: no basis):
-    its overhead at the one-thread reading, its work at the reading on torch's threads."""
-    if chapter in FIXED_S:
-        return probe_.scale(FIXED_S[chapter], 0.0)
-    spu = seconds_per_unit(chapter)
+    its fixed time and bookkeeping at the one-thread reading, its encoder work at the reading on
+    torch's threads."""
+    got = constants().get(chapter)
+    if got is None:
+        return probe_.scale(FIXED_S[chapter], 0.0) if chapter in FIXED_S else None
     try:
-        work = chapter_work(chapter, prm)
+        encoder, books = work_parts(chapter, prm) or (0.0, 0.0)
     except (KeyError, TypeError, ValueError):
         return None
-    if spu is None or work is None:
-        return None
-    return probe_.scale(OVERHEAD_S, spu * work)
+    a, b, c = got
+    return probe_.scale(a + c * books, b * encoder)
 
 
 def rescaled(seconds: float, chapter: str, old: dict | None, new: dict) -> tuple[float, float | None]:
-    """A last run's time carried over to other parameters: the part above ``OVERHEAD_S`` scales
-    with the work. Returns (seconds, the work ratio or None where it is one or unknown)."""
+    """A last run's time carried over to other parameters: the part above the chapter's fixed time
+    scales with the work. Returns (seconds, the work ratio or None where it is one or unknown)."""
     if not old:
         return seconds, None
     try:
@@ -50,4 +64,5 @@ def rescaled(seconds: float, chapter: str, old: dict | None, new: dict) -> tuple
         return seconds, None
     if not a or not b or math.isclose(a, b, rel_tol=1e-9):
         return seconds, None
-    return OVERHEAD_S + max(seconds - OVERHEAD_S, 0.0) * b / a, b / a
+    fixed = overhead(chapter)
+    return fixed + max(seconds - fixed, 0.0) * b / a, b / a

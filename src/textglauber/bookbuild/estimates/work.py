@@ -3,7 +3,7 @@ chapter of its loops (see the notebooks), with the typical rows of the steps tha
 from __future__ import annotations
 
 from ...profile import Control
-from .costs import MINILM_SHAPE, REF_ROW, ROW_FLOOR, layer_cost, model_cost, step_cost
+from .costs import MINILM_SHAPE, REF_ROW, bookkeeping, counting, floored, layer_cost, model_cost, step_cost
 
 COUPLING_SHARE = 0.7   # share of the coupling budget's upper bound 2 pairs temps sum(budget) that pairs score:
                        # with budgets in sweeps most slow cells run to the end, and the offline build of
@@ -48,10 +48,7 @@ def _training_checkpoints(run: str, n: int) -> float:
     for start in preset.starts:
         shape = MINILM_SHAPE if start == "minilm" else (preset.scratch["layers"], preset.scratch["hidden"],
                                                    4 * preset.scratch["hidden"], MINILM_SHAPE[3], 2)
-        if run == "tiny":
-            row = ROW_FLOOR
-        else:
-            row = max(ROW_FLOOR, (layer_cost(shape, n + 2) + shape[1] * shape[3]) / REF_ROW)
+        row = floored(0.0 if run == "tiny" else (layer_cost(shape, n + 2) + shape[1] * shape[3]) / REF_ROW)
         total += preset.checkpoints * 4 * row
     return total
 
@@ -114,7 +111,7 @@ def _phase_work(ph: dict) -> float:
         pas = list(range(lo, min(top, int(ph.get("passage_max_n", top))) + 1))
         ns = glob + pas * (designs - 1) + [int(ph.get("calibration_n", 0))] * 2
         work += sum(n * 2 ** (n - 1) * model_cost(_name(m), n) for n in ns if n >= 2)
-        work += sum((len(ph.get("temperatures", [])) + 6) * PHASE_CELL * 2 ** n for n in ns if n >= 2)
+        work += sum(bookkeeping((len(ph.get("temperatures", [])) + 6) * PHASE_CELL * 2 ** n) for n in ns if n >= 2)
         far = [int(n) for n in _items(q.get("lengths")) if int(n) > top]
         searched = 1 + int(q.get("passages", 0))
         work += sum(searched * SEARCH_WELLS * int(q.get("max_states", 0)) * n * cost for n in far)
@@ -134,14 +131,14 @@ def _escape_work(e: dict) -> float:
     is only the ceiling of a chain's events, far above what the superbasin makes them take."""
     n, ks = int(e["seq_len"]), _items(e.get("distances"))
     cells = int(e["traps"]) * (len(ks) * int(e["temperatures"]) + 1)
-    work = sum(cells * int(e["chains"]) * (ESCAPE_ROWS * model_cost(_name(m), n) + ESCAPE_CHAIN)
+    work = sum(cells * int(e["chains"]) * (ESCAPE_ROWS * model_cost(_name(m), n) + bookkeeping(ESCAPE_CHAIN))
                + int(e["traps"]) * len(ks) * SEARCH_ROWS * n * model_cost(_name(m), n)
                for m in _items(e.get("models")))
     dists = _items(e.get("exact_distances"))
     cases = len(_items(e.get("exact_temperatures"))) * (len(dists) + sum(int(d) >= 2 for d in dists))
     for m in _items(e.get("exact_models")):
         k, nx = len(m["tokens"]), int(m["n"])
-        work += k ** nx * nx * model_cost(_name(m), nx) + cases * int(e["exact_chains"]) * ESCAPE_CHAIN
+        work += k ** nx * nx * model_cost(_name(m), nx) + bookkeeping(cases * int(e["exact_chains"]) * ESCAPE_CHAIN)
     extra = max(0, int(e.get("candidates", e["traps"])) - int(e["traps"]))      # traps searched, then passed over
     work += sum(extra * len(ks) * SEARCH_ROWS * n * model_cost(_name(m), n) for m in _items(e.get("models")))
     work += _length_work(e["length"]) if e.get("length") else 0.0
@@ -157,7 +154,7 @@ def _length_work(g: dict) -> float:
         for n in _items(g.get("lengths")):
             n, cost = int(n), model_cost(_name(m), int(n))
             rows = 2 * int(g["traps"]) * FIND_SWEEPS * n + min(int(g["max_states"]), SEARCH_ROWS) * n
-            work += rows * cost + int(g["temperatures"]) * int(g["chains"]) * (ESCAPE_ROWS * cost + ESCAPE_CHAIN)
+            work += rows * cost + int(g["temperatures"]) * int(g["chains"]) * (ESCAPE_ROWS * cost + bookkeeping(ESCAPE_CHAIN))
     return work
 
 
@@ -172,7 +169,7 @@ def _growth_work(g: dict, e: dict) -> float:
             rows = 2 * int(g["traps"]) * FIND_SWEEPS * n + min(int(g["max_states"]), SEARCH_ROWS) * n
             work += rows * model_cost(_name(m), n)
             if n in _items(g.get("check_lengths")):
-                work += int(g["chains"]) * (ESCAPE_ROWS * model_cost(_name(m), n) + ESCAPE_CHAIN)
+                work += int(g["chains"]) * (ESCAPE_ROWS * model_cost(_name(m), n) + bookkeeping(ESCAPE_CHAIN))
     return work
 
 
@@ -202,17 +199,30 @@ def _ground_truth_work(p: dict) -> float:
     for m in _items(p.get("models")):
         n, k = int(m["n"]), len(m["tokens"])
         work += k ** n * n * model_cost(_name(m), n)                 # the enumerated conditionals
-        work += temps * (int(p["pairs"]) + int(p["chains"])) * int(p["budget"]) * EXACT_STEP
-        work += temps * int(p["rectangles"]) * 4 * EXACT_STEP
+        work += bookkeeping(temps * (int(p["pairs"]) + int(p["chains"])) * int(p["budget"]) * EXACT_STEP)
+        work += bookkeeping(temps * int(p["rectangles"]) * 4 * EXACT_STEP)
         hold = p.get("holding") or {}
         if hold:                                  # chains timed out of the deepest states, by jumps
-            work += (len(_items(hold.get("temperatures"))) * int(hold.get("deepest", 0)) * int(hold.get("chains", 0))
-                     * ESCAPE_CHAIN)
+            work += bookkeeping(len(_items(hold.get("temperatures"))) * int(hold.get("deepest", 0))
+                                * int(hold.get("chains", 0)) * ESCAPE_CHAIN)
     return work
 
 
 _WORK = {"incompatibility": _incompatibility_work, "bounds": _bounds_work, "crossover": _crossover_work,
          "traps": _traps_work, "basins": _basins_work, "ground_truth": _ground_truth_work}
+
+
+def work_parts(chapter: str, prm: dict) -> tuple[float, float] | None:
+    """(encoder, bookkeeping): the two parts of :func:`chapter_work`'s count that run at different
+    speeds, the encoder on torch's threads and the rest (each row's floor, chain events, linear
+    algebra) on one (:func:`textglauber.bookbuild.estimates.costs.counting`); None as there."""
+    count = _WORK.get(chapter)
+    if count is None:
+        return None
+    with counting("encoder"):
+        encoder = count(prm)
+    with counting("bookkeeping"):
+        return encoder, count(prm)
 
 
 def chapter_work(chapter: str, prm: dict) -> float | None:

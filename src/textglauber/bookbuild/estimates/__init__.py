@@ -54,7 +54,7 @@ from .calibration import (BENCH_SECONDS, CALIBRATION_COMMIT, CALIBRATION_PARAMET
                           STANDINS_SECONDS, TRAINING_OVERHEAD_S, TRAINING_SECONDS)
 from .costs import CHAIN_ROW_FLOOR, MINILM_SHAPE, REF_ROW, ROW_FLOOR, SHAPES, layer_cost, model_cost, step_cost
 from .probing import PROBE_BATCH, PROBE_BUDGET_S, PROBE_PASSES, PROBE_TOKENS, Probe, probe
-from .seconds import estimate, reference_work, rescaled, seconds_per_unit
+from .seconds import estimate, reference_work, rescaled
 from .training import training_done, training_work
 from .work import (COUPLING_SHARE, ESCAPE_CHAIN, ESCAPE_ROWS, EXACT_STEP, FIND_SWEEPS, PHASE_CELL, SEARCH_ROWS,
                    chapter_work, work_parts)
@@ -64,5 +64,5 @@ __all__ = ["BENCH_SECONDS", "CALIBRATION_COMMIT", "CALIBRATION_PARAMETERS", "CAL
            "OVERHEAD_S", "PHASE_CELL", "PROBE_BATCH", "PROBE_BUDGET_S", "PROBE_PASSES", "PROBE_TOKENS", "Probe",
            "REFERENCE_PROBE_ONE_S", "REFERENCE_PROBE_S", "REFERENCE_TRAINING_STEPS", "REF_ROW", "ROW_FLOOR",
            "SEARCH_ROWS", "SHAPES", "STANDINS_SECONDS", "TRAINING_OVERHEAD_S", "TRAINING_SECONDS", "chapter_work", "estimate",
-           "layer_cost", "model_cost", "probe", "reference_work", "rescaled", "seconds_per_unit", "step_cost",
+           "layer_cost", "model_cost", "probe", "reference_work", "rescaled", "step_cost",
            "training_done", "training_work", "work_parts"]

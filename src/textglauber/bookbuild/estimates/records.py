@@ -73,7 +73,7 @@ def read(path: Path) -> list[Run]:
         raise ValueError(f"{path}: role = {role!r}; allowed: {', '.join(ROLES)}")
     runs = []
     for ch, v in sorted(data.get("chapters", {}).items()):
-        one, many = v.get("probe") or data.get("probe") or (None, None)
+        one, many = v.get("probe") or (None, None)
         if not (isinstance(v.get("seconds"), (int, float)) and one and many):
             raise ValueError(f"{path}: chapter {ch!r} needs seconds and a probe reading")
         runs.append(Run(path.stem, role, str(data["profile"]), ch, float(v["seconds"]), dict(v["parameters"]),

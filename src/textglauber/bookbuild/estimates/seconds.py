@@ -26,12 +26,6 @@ def constants() -> dict[str, tuple[float, float, float]]:
     return records.fit(records.load())
 
 
-def seconds_per_unit(chapter: str) -> float | None:
-    """Seconds per unit of encoder work (:func:`work_parts`) at the reference probe."""
-    got = constants().get(chapter)
-    return None if got is None else got[1]
-
-
 def overhead(chapter: str) -> float:
     """A chapter's fixed seconds at the reference probe (its fit, else ``OVERHEAD_S``)."""
     got = constants().get(chapter)

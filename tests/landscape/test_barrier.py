@@ -51,6 +51,16 @@ def test_a_single_spike_is_not_growth():
     assert barrier_verdict(NS, g)[0] == "cannot tell"
 
 
+def test_a_barrier_that_turns_down_at_the_last_length_is_not_named_growth():
+    """The English MLM's first passage (offline, 2026-12-01): no barrier to n = 6, then 0.10, 0.86, 1.69
+    and 1.45 at n = 7, 8, 14 and 20. It rose, but fell at the last length: it may be levelling off,
+    so the rule cannot tell; the same lengths still rising at n = 20 are growth."""
+    ns = [3, 4, 5, 6, 7, 8, 14, 20]
+    g = [np.nan] * 4 + [0.101, 0.859, 1.69, 1.45]
+    assert barrier_verdict(ns, g)[0] == "cannot tell"
+    assert barrier_verdict(ns, g[:-1] + [1.90])[0] == "grows"
+
+
 def test_too_few_lengths_cannot_tell():
     assert barrier_verdict([3, 4], [1.0, 2.0])[0] == "cannot tell"
 

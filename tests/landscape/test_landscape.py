@@ -236,7 +236,7 @@ def test_search_budget_is_reported():
     s = curie_weiss(8, 0.5, 0.2)
     moves = explore.Moves(TableScorer(s), [[0, 1]] * 8)
     found = explore.search(moves, [(0,) * 8, (1,) * 8], max_states=3)
-    assert not found.finished and found.opened <= 3 + 2 * 8          # the budget and the bracket's two paths
+    assert not found.finished and found.opened <= 3 + 3 + 2 * 8      # the budget, the bracket's as much again, a path
 
 
 @pytest.mark.slow
@@ -250,7 +250,7 @@ def test_one_budget_for_the_whole_search():
     for budget, done in ((2 ** 14 // 16, False), (2 ** 14, True)):
         moves = explore.Moves(TableScorer(s), [[0, 1]] * 14)
         found = explore.search(moves, [(0,) * 14, (1,) * 14], max_states=budget)
-        assert found.opened <= budget + 2 * 14 and found.finished is done and len(found.wells) == 2
+        assert found.opened <= 2 * budget + 4 * 14 and found.finished is done and len(found.wells) == 2
         assert found.gamma == pytest.approx(L.gamma) if done else math.isinf(found.gamma)
 
 
@@ -289,6 +289,42 @@ def test_path_cost_bounds_the_least_cost_from_above():
         moves = explore.Moves(TableScorer(s), [[0, 1]] * n)
         a, b = (tuple(int(c) for c in format(int(min(wl)), f"0{n}b")) for wl in L.wells)
         assert explore.path_cost(moves, a, b) >= L.V[0, 1] - 1e-9
+
+
+def test_the_bidirectional_search_settles_the_least_cost_and_brackets_it_when_cut_short():
+    """On random two-well tables, the bidirectional search between the wells gives the enumerated least
+    cost V exactly with room enough; with 5 or 20 states it brackets V."""
+    rng = np.random.default_rng(3)
+    tried = 0
+    for _ in range(40):
+        n = 7
+        w = rng.normal(size=(n, 2))
+        s = table(n, lambda i, b: float(w[i, 0] + 3 * w[i, 1] * sum(2 * x - 1 for x in b if x is not None) / n))
+        L = enumerated.two_token_landscape(s)
+        if len(L.wells) != 2:
+            continue
+        tried += 1
+        a, b = (frozenset(tuple(int(c) for c in format(int(x), f"0{n}b")) for x in wl) for wl in L.wells)
+        lo, hi = explore.between(explore.Moves(TableScorer(s), [[0, 1]] * n), a, b, 10 ** 9)
+        assert lo == pytest.approx(L.V[0, 1]) and hi == pytest.approx(L.V[0, 1])
+        for budget in (5, 20):
+            moves = explore.Moves(TableScorer(s), [[0, 1]] * n)
+            lo, hi = explore.between(moves, a, b, budget)
+            assert moves.opened <= budget and lo <= L.V[0, 1] + 1e-9 <= hi + 1e-9
+    assert tried >= 5
+
+
+@pytest.mark.parametrize("n, J, h", [(12, 0.5, 0.6), (12, 0.8, 0.5), (13, 0.3, -0.1)])
+def test_a_search_cut_short_brackets_gamma_narrowly(n, J, h):
+    """On Curie-Weiss chains, with an eighth of the states (and as much again for the bracket), the
+    bracket holds the enumerated Gamma and its lower end is within 30% of it: the wells' searches share
+    the budget, so neither spends what the other needs (with the first search spending it all, the
+    lower end was the other's first unsettled cost, 30-35% of Gamma on these chains)."""
+    s = curie_weiss(n, J, h)
+    L = enumerated.two_token_landscape(s)
+    found = explore.search(explore.Moves(TableScorer(s), [[0, 1]] * n), [(1,) * n, (0,) * n], max_states=2 ** n // 8)
+    assert not found.finished and len(found.wells) == 2
+    assert 0.7 * L.gamma < found.gamma_low <= L.gamma + 1e-9 <= found.gamma_high + 1e-9
 
 
 def test_a_search_whose_descents_run_out_finds_no_well_and_settles_nothing():

@@ -15,6 +15,8 @@ out of its budget.
 
 Cost: one search scores at most ``max_states`` states, its descents and all its Dijkstra searches
 together (:class:`Moves` keeps the budget); a search that runs out says so (``finished`` False).
+Where it ran out between two wells, a bidirectional search brackets Gamma with at most
+``max_states`` states more (:func:`bracket`): 2 ``max_states`` in all, and 2n for a last path each way.
 """
 from __future__ import annotations
 
@@ -186,17 +188,66 @@ def path_cost(moves: Moves, x: tuple, y: tuple) -> float:
     return total
 
 
-def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, max_states: int) -> _Reach:
+def _neighbours(moves: Moves, x: tuple, c: list, forward: bool):
+    """(state, cost) of the moves out of ``x`` (forward) or into ``x`` (backward). A move into ``x``
+    at site i has the cost of writing ``x[i]`` in x's own context (the rows of site i do not read
+    site i), so the rows of ``x`` give the costs of both."""
+    for i, ci in enumerate(c):
+        into = float(ci[np.flatnonzero(moves.tokens[i] == x[i])[0]]) if not forward else 0.0
+        for j, t in enumerate(moves.tokens[i]):
+            if t != x[i]:
+                yield x[:i] + (int(t),) + x[i + 1:], (float(ci[j]) if forward else into)
+
+
+def between(moves: Moves, source: frozenset, target: frozenset, stop_at: int) -> tuple[float, float]:
+    """The least cost from ``source`` to ``target`` (sets of states) bracketed by a bidirectional
+    Dijkstra search, forward from ``source`` and backward from ``target``, each step on the side
+    whose least unsettled cost is lower. It stops when the sum of the two least unsettled costs
+    reaches the best path met (low = high: settled), or before scoring a state once ``moves`` has
+    scored ``stop_at`` states (low: that sum, a lower bound on every path not yet met; high: the
+    best path met, inf if none)."""
+    g = ({x: 0.0 for x in source}, {x: 0.0 for x in target})
+    heaps = ([(0.0, next(_TICK), x) for x in source], [(0.0, next(_TICK), x) for x in target])
+    done: tuple[set, set] = (set(), set())
+    best = min((0.0 for x in source if x in target), default=math.inf)
+    while heaps[0] and heaps[1]:
+        top = heaps[0][0][0] + heaps[1][0][0]
+        if top >= best:
+            return best, best
+        side = 0 if heaps[0][0][0] <= heaps[1][0][0] else 1
+        c, _, x = heapq.heappop(heaps[side])
+        if x in done[side] or c > g[side][x]:
+            continue
+        if moves.opened >= stop_at and x not in moves.seen:
+            return min(top, best), best
+        try:
+            rows = moves.costs(x)
+        except OutOfStates:
+            return min(top, best), best
+        done[side].add(x)
+        for y, w in _neighbours(moves, x, rows, forward=side == 0):
+            if c + w < g[side].get(y, math.inf):
+                g[side][y] = c + w
+                heapq.heappush(heaps[side], (c + w, next(_TICK), y))
+                if y in g[1 - side]:
+                    best = min(best, c + w + g[1 - side][y])
+    return best, best
+
+
+_TICK = itertools.count()
+
+
+def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, stop_at: int, explore_until: int) -> _Reach:
     """Least costs from ``well`` to the states of the other wells (``absorbing``: state -> well),
     which are settled but not expanded. Once every target is settled it goes on (looking for wells
-    not yet known) while the search as a whole has scored fewer than 3/4 of ``max_states`` states (the
-    last quarter is kept for settling targets); it stops after ``max_states`` expansions or when
+    not yet known) while the search as a whole has scored fewer than ``explore_until`` states; it
+    stops before scoring a new state once the search as a whole has scored ``stop_at`` states, or when
     ``moves`` runs out of its budget."""
     targets = set(absorbing)
     tick = itertools.count()
     heap = [(0.0, next(tick), x) for x in well]
-    cost, fixed, opened = {}, [], 0
-    while heap and (targets or moves.opened < 3 * max_states // 4):
+    cost, fixed = {}, []
+    while heap and (targets or moves.opened < explore_until):
         c, _, x = heapq.heappop(heap)
         if x in cost:
             continue
@@ -204,9 +255,8 @@ def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, max_states: int) -
         targets.discard(x)
         if x in absorbing:
             continue
-        if opened >= max_states:
-            return _Reach(cost, fixed, False, c)
-        opened += 1
+        if moves.opened >= stop_at and x not in moves.seen:
+            return _Reach(cost, fixed, not targets, c)
         try:
             mc = moves.costs(x)
         except OutOfStates:
@@ -245,7 +295,9 @@ def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> 
     fixed points met on the way join the wells and the searches run again, ``rounds`` times at most.
     The search scores at most ``max_states`` states in all (the budget of ``moves`` is set to that,
     counting the states it already holds), its descents at most half of them; a start whose descent
-    runs out adds no well, and a search that finds no well reports Gamma as inf (not settled)."""
+    runs out adds no well, and a search that finds no well reports Gamma as inf (not settled). A
+    search that ran out between two wells brackets Gamma (:func:`bracket`, up to ``max_states`` states
+    more); where the bracket closes, Gamma is its value (``finished`` stays False: wells may be missing)."""
     moves.budget = max_states // 2            # descents may spend half the budget, Dijkstra the rest
     wells: list[frozenset] = []
     descended = True
@@ -272,36 +324,65 @@ def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> 
     finished = finished and done
     g = gamma(V) if len(wells) > 1 else math.nan
     ground = deepest_root(V) if len(wells) > 1 else 0
-    low, high = (g, g) if finished else bracket(moves, wells, V, frontier)
+    low, high = (g, g) if finished else bracket(moves, wells, V, frontier, max_states)
+    if low == high:                           # the bracket met: Gamma over the wells found is settled
+        g = low
     return Searched(wells, V, g, ground, moves.opened, finished, low, high)
 
 
-def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray) -> tuple[float, float]:
-    """Gamma's bracket for two wells, Gamma = min(V[0, 1], V[1, 0]) (:func:`textglauber.landscape.wgraph.gamma`):
-    a V the search did not reach is at least ``frontier`` (Dijkstra settles costs in order) and at most
-    the cost of :func:`path_cost` between the wells' first states (it may score up to 2n more states
-    than the search's budget). NaN for any other number of wells."""
+def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extra: int) -> tuple[float, float]:
+    """Gamma's bracket for two wells, Gamma = min(V[0, 1], V[1, 0]) (:func:`textglauber.landscape.wgraph.gamma`).
+    A V the search did not reach is bracketed by :func:`between`, which may score ``extra`` more states
+    in all (half for each direction); its lower end is never below ``frontier`` (Dijkstra settles
+    costs in order), and where it met no path, the upper end is the cost of :func:`path_cost` between
+    the wells' first states (up to 2n more states). NaN for any other number of wells."""
     if len(wells) != 2:
         return math.nan, math.nan
-    a, b = (min(w) for w in wells)
-    moves.budget += 2 * len(a)
-    high = [V[0, 1] if np.isfinite(V[0, 1]) else path_cost(moves, a, b),
-            V[1, 0] if np.isfinite(V[1, 0]) else path_cost(moves, b, a)]
-    low = [V[0, 1] if np.isfinite(V[0, 1]) else frontier[0, 1], V[1, 0] if np.isfinite(V[1, 0]) else frontier[1, 0]]
+    low, high = [], []
+    for k, (a, b) in enumerate(((0, 1), (1, 0))):
+        if np.isfinite(V[a, b]):
+            low.append(V[a, b])
+            high.append(V[a, b])
+            continue
+        moves.budget += extra // 2
+        lo, hi = between(moves, wells[a], wells[b], moves.budget)
+        if not np.isfinite(hi):
+            moves.budget += 2 * len(min(wells[a]))
+            hi = path_cost(moves, min(wells[a]), min(wells[b]))
+        low.append(min(max(lo, frontier[a, b]), hi))
+        high.append(hi)
     return float(min(low)), float(min(high))
 
 
+def _shares(moves: Moves, max_states: int, searches_left: int) -> tuple[int, int]:
+    """Where the next of ``searches_left`` Dijkstra searches stops (scored states of the whole search):
+    at an even share of the states ``max_states`` still allows, and, once its targets are all settled,
+    at an even share of what is left of the first 3/4 of ``max_states`` (the last quarter is kept
+    for settling targets). Neither a well whose exit is dear nor a search for new wells can spend
+    what the other wells' searches need."""
+    k = max(searches_left, 1)
+    stop = moves.opened + max(max_states - moves.opened, 0) // k
+    explore = moves.opened + max(3 * max_states // 4 - moves.opened, 0) // k
+    return stop, explore
+
+
 def _costs(moves: Moves, wells: list, max_states: int) -> tuple[np.ndarray, list, bool, np.ndarray]:
+    """V between the wells by one Dijkstra search from each, each first held to its share of the budget
+    (:func:`_shares`); the searches that stopped there run again on whatever is left, the one nearest
+    to settling (least cost not yet settled) first; the states already scored are free to them."""
     m = len(wells)
-    V, new, finished = np.full((m, m), np.inf), [], True
+    V, new, done = np.full((m, m), np.inf), [], np.zeros(m, bool)
     frontier = np.full((m, m), np.inf)
-    for a, w in enumerate(wells):
-        absorbing = {x: b for b, z in enumerate(wells) if b != a for x in z}
-        r = _dijkstra(moves, w, absorbing, max_states)
-        finished &= r.finished
-        new.extend(x for x in r.fixed if x not in new)
-        for b, z in enumerate(wells):
-            if b != a:
-                V[a, b] = min((r.cost[x] for x in z if x in r.cost), default=math.inf)
-                frontier[a, b] = V[a, b] if np.isfinite(V[a, b]) else r.frontier
-    return V, new, finished, frontier
+    for again in (False, True):
+        todo = sorted((a for a in range(m) if not done[a]), key=lambda a: np.delete(frontier[a], a).min(initial=0.0))
+        for k, a in enumerate(todo):
+            absorbing = {x: b for b, z in enumerate(wells) if b != a for x in z}
+            stop, explore = _shares(moves, max_states, 1 if again else len(todo) - k)
+            r = _dijkstra(moves, wells[a], absorbing, stop, explore)
+            done[a] = r.finished
+            new.extend(x for x in r.fixed if x not in new)
+            for b, z in enumerate(wells):
+                if b != a:
+                    V[a, b] = min((r.cost[x] for x in z if x in r.cost), default=math.inf)
+                    frontier[a, b] = V[a, b] if np.isfinite(V[a, b]) else r.frontier
+    return V, new, bool(done.all()), frontier

@@ -6,8 +6,9 @@ The rule therefore compares heights, not fits:
 
 - "grows": every Gamma of the last third of the lengths exceeds the largest Gamma of the first
   third by a factor of at least :data:`GROW`, and none of the middle third (a length with one well
-  counts as Gamma = 0), with two lengths at least in that third: the barrier keeps rising, not one
-  spike;
+  counts as Gamma = 0), with two lengths at least in that third, and the last length at least as
+  high as every length before it: the barrier keeps rising, not one spike, and has not turned down
+  by the last length computed;
 - "bounded": the last third sets no new height: its largest Gamma is at most the largest before it
   (times :data:`LEVEL`, a float margin), over the lengths computed. Bounded over a range is not
   bounded for every n;
@@ -51,7 +52,7 @@ def _judge(lo: np.ndarray, hi: np.ndarray) -> str:
     third = max(len(lo) // 3, 1)
     rising = len(lo[-third:]) >= 2 and lo[-third:].min() > 0        # one last value is a spike, not a trend
     if (rising and lo[-third:].min() >= GROW * hi[:third].max()
-            and lo[-third:].min() >= hi[third:-third].max(initial=0.0)):
+            and lo[-third:].min() >= hi[third:-third].max(initial=0.0) and lo[-1] * LEVEL >= hi[:-1].max()):
         return "grows"
     if hi[-third:].max() <= LEVEL * lo[:-third].max():
         return "bounded"

@@ -327,6 +327,46 @@ def test_a_search_cut_short_brackets_gamma_narrowly(n, J, h):
     assert 0.7 * L.gamma < found.gamma_low <= L.gamma + 1e-9 <= found.gamma_high + 1e-9
 
 
+def random_landscapes(count: int, least_wells: int, seed: int = 5):
+    """Enumerated landscapes of random 7-site tables with pairwise couplings, with at least ``least_wells``."""
+    rng, n = np.random.default_rng(seed), 7
+    while count:
+        J, h = rng.normal(size=(n, n)) * 1.5, rng.normal(size=n)
+        s = table(n, lambda i, b: float(h[i] + sum(J[i, j] * (2 * x - 1) for j, x in enumerate(b) if x is not None)))
+        L = enumerated.two_token_landscape(s)
+        if len(L.wells) >= least_wells:
+            count -= 1
+            yield s, L, [frozenset(tuple(int(c) for c in format(int(x), f"0{n}b")) for x in w) for w in L.wells]
+
+
+def test_least_costs_through_third_wells_give_the_same_gamma():
+    """The bracket's searches may pass through a third well; W(1) - W(2) from those least costs is the
+    enumerated Gamma (whose V keeps off third wells) on random tables with three wells or more."""
+    for s, L, wells in random_landscapes(8, 3):
+        m = len(wells)
+        U = np.array([[0.0 if a == b else explore.between(explore.Moves(TableScorer(s), [[0, 1]] * 7), wells[a],
+                                                          wells[b], 10 ** 9)[0] for b in range(m)] for a in range(m)])
+        assert (U <= L.V + 1e-9).all()
+        assert wgraph.gamma(U) == pytest.approx(L.gamma, abs=1e-9)
+
+
+def test_an_unfinished_search_brackets_gamma_over_three_wells_or_more():
+    """Cut short on random tables with three wells or more, the search's bracket holds the enumerated
+    Gamma whenever it found every well; given all the states, it closes on it."""
+    checked = 0
+    for s, L, wells in random_landscapes(8, 3, seed=7):
+        starts = [min(w) for w in wells]
+        for budget, closes in ((24, False), (128, True)):
+            found = explore.search(explore.Moves(TableScorer(s), [[0, 1]] * 7), starts, max_states=budget)
+            if set(found.wells) != set(wells):
+                continue
+            checked += 1
+            assert found.gamma_low - 1e-9 <= L.gamma <= found.gamma_high + 1e-9
+            if closes:
+                assert found.gamma == pytest.approx(L.gamma, abs=1e-9)
+    assert checked >= 8
+
+
 def test_a_search_whose_descents_run_out_finds_no_well_and_settles_nothing():
     """The 4-cycle with twelve free sites: its closures need more states than a budget of 40 allows, so
     no descent ends in a well; the search says Gamma is not settled (inf), not that there is one well."""

@@ -15,8 +15,9 @@ out of its budget.
 
 Cost: one search scores at most ``max_states`` states, its descents and all its Dijkstra searches
 together (:class:`Moves` keeps the budget); a search that runs out says so (``finished`` False).
-Where it ran out between two wells, a bidirectional search brackets Gamma with at most
-``max_states`` states more (:func:`bracket`): 2 ``max_states`` in all, and 2n for a last path each way.
+Where it ran out before every cost between wells was settled, bidirectional searches bracket Gamma
+with at most ``max_states`` states more (:func:`bracket`): 2 ``max_states`` in all, and 2n for a last
+path per cost left unsettled.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import networkx as nx
 import numpy as np
 import torch
 
-from .wgraph import TIE, deepest_root, gamma
+from .wgraph import TIE, deepest_root, gamma, least_weight
 
 MAX_CLOSURE = 256
 """States one zero-cost closure may open before the search stops it and walks on (:func:`bottom_of`)."""
@@ -277,8 +278,8 @@ class Searched:
     """Wells found (frozensets of states), least costs V between them (inf where a search did not
     reach), Gamma over them, the ground well, states opened, and whether every search finished.
     ``gamma_low`` and ``gamma_high`` bracket Gamma over the wells found: both Gamma where every search
-    finished; with two wells and an unfinished search, from the least cost not yet settled (below)
-    and one path's cost (above) for each V the search did not reach (:func:`bracket`); else NaN."""
+    finished; for an unfinished search with two wells or more, from the bracket of each V it did not
+    reach (:func:`bracket`); NaN with one well."""
 
     wells: list
     V: np.ndarray
@@ -296,8 +297,9 @@ def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> 
     The search scores at most ``max_states`` states in all (the budget of ``moves`` is set to that,
     counting the states it already holds), its descents at most half of them; a start whose descent
     runs out adds no well, and a search that finds no well reports Gamma as inf (not settled). A
-    search that ran out between two wells brackets Gamma (:func:`bracket`, up to ``max_states`` states
-    more); where the bracket closes, Gamma is its value (``finished`` stays False: wells may be missing)."""
+    search that ran out before settling every V brackets Gamma (:func:`bracket`, up to ``max_states``
+    states more); where the bracket closes, Gamma is its value (``finished`` stays False: wells may
+    be missing)."""
     moves.budget = max_states // 2            # descents may spend half the budget, Dijkstra the rest
     wells: list[frozenset] = []
     descended = True
@@ -331,27 +333,30 @@ def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> 
 
 
 def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extra: int) -> tuple[float, float]:
-    """Gamma's bracket for two wells, Gamma = min(V[0, 1], V[1, 0]) (:func:`textglauber.landscape.wgraph.gamma`).
-    A V the search did not reach is bracketed by :func:`between`, which may score ``extra`` more states
-    in all (half for each direction); its lower end is never below ``frontier`` (Dijkstra settles
-    costs in order), and where it met no path, the upper end is the cost of :func:`path_cost` between
-    the wells' first states (up to 2n more states). NaN for any other number of wells."""
-    if len(wells) != 2:
+    """Gamma's bracket over the wells found, for a search that did not settle every V. Each V it did
+    not reach is bracketed by :func:`between`, which may score ``extra`` more states in all (shared
+    evenly over those V); its lower end is never below ``frontier`` (Dijkstra settles costs in order),
+    and where it met no path, the upper end is the cost of :func:`path_cost` between the wells' first
+    states (up to 2n more states). W(1) and W(2) grow with every entry of V, so Gamma = W(1) - W(2)
+    lies within [W1(low) - W2(high), W1(high) - W2(low)]; with two wells that is [min low, min high].
+    :func:`between` does not keep its paths off third wells: its costs are the least over all paths,
+    which give the same W(1) - W(2) (checked against enumerated landscapes in the tests). NaN with
+    one well."""
+    m = len(wells)
+    if m < 2:
         return math.nan, math.nan
-    low, high = [], []
-    for k, (a, b) in enumerate(((0, 1), (1, 0))):
-        if np.isfinite(V[a, b]):
-            low.append(V[a, b])
-            high.append(V[a, b])
-            continue
-        moves.budget += extra // 2
+    low, high = V.copy(), V.copy()
+    todo = [(a, b) for a in range(m) for b in range(m) if a != b and not np.isfinite(V[a, b])]
+    for a, b in todo:
+        moves.budget += extra // len(todo)
         lo, hi = between(moves, wells[a], wells[b], moves.budget)
         if not np.isfinite(hi):
             moves.budget += 2 * len(min(wells[a]))
             hi = path_cost(moves, min(wells[a]), min(wells[b]))
-        low.append(min(max(lo, frontier[a, b]), hi))
-        high.append(hi)
-    return float(min(low)), float(min(high))
+        low[a, b], high[a, b] = min(max(lo, frontier[a, b]), hi), hi
+    lo = least_weight(low, 1) - least_weight(high, 2)
+    hi = least_weight(high, 1) - least_weight(low, 2)
+    return (max(float(lo), 0.0) if np.isfinite(lo) else 0.0), float(hi)
 
 
 def _shares(moves: Moves, max_states: int, searches_left: int) -> tuple[int, int]:

@@ -106,9 +106,34 @@ _LOW = ("the plan is {:.2f}x the measured time: the fit's offline evidence is th
 MISSES: dict[tuple[str, str], str] = {
     ("offline-2026-12-01", "basins"): _LOW.format(0.57),
     ("offline-2026-12-01", "bounds"): _LOW.format(0.61),
-    ("offline-2026-12-01", "crossover"): _LOW.format(0.54),
+    ("offline-2026-12-01", "crossover"): _LOW.format(0.49),
     ("offline-2026-12-01", "ground_truth"): _LOW.format(0.52),
 }
+_STANDIN = ("the plan is {:.2f}x the measured time: the stand-ins' encoders are 2-3 layers of width 64-96, so their "
+            "rows sit at the plan's floors, and what takes the rest of the time on them is not yet in the work count")
+MISSES.update({("standin-2026-12-01", ch): _STANDIN.format(r) for ch, r in
+               (("basins", 0.56), ("bounds", 0.14), ("crossover", 0.45), ("ground_truth", 0.31), ("incompatibility", 0.50),
+                ("traps", 0.10))})
+
+
+def test_a_stand_in_not_built_is_priced_by_its_recipe_not_its_hub_model(tmp_path):
+    """The stand-in profile's records name stand-in folders; where they are not built (a fresh clone),
+    the plan prices the small random model its recipe will build, not the hub model nor the MiniLM
+    fallback; a built one is priced by its own config.json."""
+    from textglauber import standins
+    from textglauber.bookbuild.estimates import costs
+
+    for name, vocab in (("roberta-base", standins.BPE_VOCAB), ("bert-large-uncased", 30522)):
+        r = standins.STANDINS[name]
+        assert costs._shape(f"_build/standins/{name}") == (r.layers, r.hidden, 4 * r.hidden, vocab, 2)
+    assert costs._shape("roberta-base") == costs.SHAPES["roberta-base"]
+    assert costs._shape("_build/elsewhere/roberta-base") == costs.MINILM_SHAPE
+    d = tmp_path / "standins" / "roberta-base"                    # a built one: its own config wins
+    assert costs._shape(str(d)) == (2, 64, 256, standins.BPE_VOCAB, 2)
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps({"num_hidden_layers": 3, "hidden_size": 80, "intermediate_size": 320,
+                                               "vocab_size": 4100}))
+    assert costs._shape(str(d)) == (3, 80, 320, 4100, 2)
 
 
 def _case(run):

@@ -154,3 +154,30 @@ def test_a_scheduler_and_workers_started_from_the_command_line_give_the_same_tab
     assert [v for v, _ in got] == [k * k for k in range(12)]
     assert len({pid for _, pid in got}) == 2 and os.getpid() not in {pid for _, pid in got}
     _same_phase(_serial_at_one_thread(), _phase(addr))
+
+
+ESCAPE = {"models": [{"name": "tiny-mlm"}, {"name": "tiny-mlm", "whole_words": True}], "seq_len": 6, "traps": 2,
+          "candidates": 3, "chains": 10, "distances": [1, 2], "holding_decades": [3.0, 6.0], "temperatures": 3,
+          "horizon": 1.0e+30, "max_moves": 100}
+
+
+def _escape(where):
+    from textglauber import traps
+
+    return traps.run_escape(ESCAPE, device="cpu", dtype="float32", gen=torch.Generator().manual_seed(0),
+                            scheduler=where)
+
+
+def test_the_escape_section_is_identical_serially_and_on_two_workers():
+    """Chapter 5's escape section, one unit per model (the tiny MLM over its whole vocabulary and over
+    whole words): its cells, fits and preprint-temperature rows bit for bit, serially (at the workers'
+    one thread) and on two workers."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        serial = _escape("serial")
+    finally:
+        torch.set_num_threads(threads)
+    assert len(serial[0]) and len(serial[1]) and len(serial[2])
+    for a, b, name in zip(serial, _escape("local:2"), ("cells", "fits", "preprint")):
+        pd.testing.assert_frame_equal(a, b, check_exact=True, obj=name)

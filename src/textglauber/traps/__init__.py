@@ -28,7 +28,7 @@ from __future__ import annotations
 from .detection import COLUMNS, catalogue, consecutive_drift, detect, step_drift, trajectories, vacuous
 from .escape import BASIN_CAP, EscapeRun, RowMemo, escape_times
 from .escape_section import (MIN_MEDIANS, at_preprint_temperature, choose_traps, escape_counts, escape_growth,
-                             exact_cases, exactness, measure_model, nontrivial)
+                             exact_cases, exactness, measure_model, model_escape, nontrivial, run_escape)
 from .finder import (TRAP_HOLD, TRAP_START_BATCHES, TRAP_TEMPERATURE, NoFixedPoint, coordinate_ascent, deep_traps,
                      find_traps, holding_steps)
 from .fits import Arrhenius, arrhenius, km_medians, summarize
@@ -39,4 +39,4 @@ __all__ = ["BASIN_CAP", "COLUMNS", "MIN_MEDIANS", "TRAP_HOLD", "TRAP_START_BATCH
            "EscapeRun", "LengthTrap", "NoFixedPoint", "RowMemo", "arrhenius", "at_preprint_temperature", "barrier", "catalogue", "choose_traps",
            "consecutive_drift", "coordinate_ascent", "deep_traps", "detect", "escape_counts", "escape_growth",
            "escape_length", "escape_times", "exact_cases", "exactness", "find_traps", "holding_steps", "km_medians", "measure_model",
-           "nested_traps", "nontrivial", "step_drift", "summarize", "trajectories", "vacuous"]
+           "model_escape", "nested_traps", "nontrivial", "run_escape", "step_drift", "summarize", "trajectories", "vacuous"]

@@ -87,6 +87,31 @@ def measure_model(scorer, model: str, p: dict, gen: torch.Generator, decode) -> 
     return pd.DataFrame(cells), fits, at_preprint_temperature(memo, model, fits, p, gen)
 
 
+def model_escape(spec: dict, p: dict, seed: int, device: str, dtype: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """One model's part of the section (:func:`measure_model`), from its own seed: a unit of work that
+    runs the same in this process or on a worker (:mod:`textglauber.scheduler`)."""
+    from .. import models
+
+    lm, scorer = models.open_mlm(spec, device=device, dtype=dtype)
+    return measure_model(scorer, lm.name, p, torch.Generator().manual_seed(int(seed)),
+                         lambda x: lm.tokenizer.decode(x.tolist()))
+
+
+def run_escape(p: dict, *, device: str, dtype: str, gen: torch.Generator,
+               scheduler: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The section's cells, fits and preprint-temperature rows over the models of ``p['models']``, one
+    unit of work per model (:func:`model_escape`) on ``scheduler`` (:mod:`textglauber.scheduler`; None:
+    its setting from the environment, serial by default). Every model's seed is drawn from ``gen``
+    before any unit runs, so the scheduler changes no row."""
+    from ..scheduler import run_all
+
+    seeds = [child_seed(gen) for _ in p["models"]]
+    units = [(f"traps, escape section, model {spec['name']}", model_escape, (spec, p, seed, device, dtype))
+             for spec, seed in zip(p["models"], seeds)]
+    parts = run_all(units, scheduler)
+    return tuple(pd.concat([part[j] for part in parts], ignore_index=True) for j in range(3))
+
+
 def choose_traps(memo, p: dict, gen: torch.Generator) -> list[tuple[torch.Tensor, dict]]:
     """The section's traps with their barriers (k -> :class:`~textglauber.traps.quasipotential.Barrier`):
     the finder's first max(``candidates``, ``traps``) traps, each with its

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import json
 from contextlib import contextmanager
+from pathlib import Path
 
 # (layers, width, feed-forward width, head columns per scored row, feed-forward matrices)
 MINILM_SHAPE = (6, 384, 1536, 29523, 2)
@@ -53,7 +54,7 @@ def _shape(name: str):
         return SHAPES[name]
     if name.startswith("tiny-") or name == "trained:tiny" or name == "self":
         return None
-    cfg = _local_config(name)
+    cfg = _local_config(name) or _standin_config(name)
     if cfg is None:
         return MINILM_SHAPE
     layers = cfg.get("num_hidden_layers", cfg.get("n_layer", 6))
@@ -73,6 +74,22 @@ def _local_config(name: str) -> dict | None:
         return json.loads(f.read_text()) if f.is_file() else None
     except (OSError, ValueError):
         return None
+
+
+def _standin_config(name: str) -> dict | None:
+    """The config of a stand-in (a folder named for one of :data:`textglauber.standins.STANDINS`) that
+    is not built yet, from its recipe: the plan of a first stand-in build, and a plan read where the
+    stand-ins were never built, price the small random models that will run, not their hub models."""
+    if Path(name).parent.name != "standins":
+        return None
+    from ... import standins
+
+    recipe = standins.STANDINS.get(Path(name).name)
+    if recipe is None:
+        return None
+    wordpiece = recipe.arch in ("bert", "mpnet-sentence")        # the others train a BPE of BPE_VOCAB pieces
+    return {"num_hidden_layers": recipe.layers, "hidden_size": recipe.hidden, "intermediate_size": 4 * recipe.hidden,
+            "vocab_size": 30522 if wordpiece else standins.BPE_VOCAB}
 
 
 PARTS = ("all", "encoder", "bookkeeping")

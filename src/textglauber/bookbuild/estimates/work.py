@@ -97,9 +97,9 @@ def _phase_work(ph: dict) -> float:
     calibration's n once more, for two designs); each (n, T) cell's linear algebra costs about
     :data:`PHASE_CELL` rows per state (eigenvalues, the stationary law, the powers for t_mix up to
     ``tmix_max_states``), and the landscape check six more cells per listed chain. Past the listed
-    lengths, the landscape's searches open up to ``max_states`` states of n rows each, per well
-    (:data:`SEARCH_WELLS` wells a search, ``starts`` + 2 descents), on the global pair and
-    ``landscape.passages`` passages; the covering chains score at most ``max_states`` rows a cell."""
+    lengths, the landscape's searches score up to ``max_states`` states of n rows each, and as many
+    again where they bracket Gamma (:data:`SEARCH_SHARE`), on the global pair and ``landscape.passages``
+    passages; the covering chains score at most ``max_states`` rows a cell."""
     work = 0.0
     q, cov = ph.get("landscape") or {}, ph.get("covering") or {}
     designs = 1 + int(ph.get("passages", 1))
@@ -114,12 +114,13 @@ def _phase_work(ph: dict) -> float:
         work += sum(bookkeeping((len(ph.get("temperatures", [])) + 6) * PHASE_CELL * 2 ** n) for n in ns if n >= 2)
         far = [int(n) for n in _items(q.get("lengths")) if int(n) > top]
         searched = 1 + int(q.get("passages", 0))
-        work += sum(searched * SEARCH_WELLS * int(q.get("max_states", 0)) * n * cost for n in far)
+        work += sum(searched * SEARCH_SHARE * int(q.get("max_states", 0)) * n * cost for n in far)
         work += len(_items(cov.get("lengths"))) * len(_items(cov.get("temperatures"))) * int(cov.get("max_states", 0)) * cost
     return work
 
 
-SEARCH_WELLS = 3   # wells a landscape search meets, each searched from (the first few lengths' typical count)
+SEARCH_SHARE = 2   # a landscape search's states over its max_states, at most: the search, then its bracket
+                   # (offline, 2026-12-01, cap 300: 0.75 to 2.2 times the cap, 1.15 on average, over 12 searches)
 
 
 def _escape_work(e: dict) -> float:

@@ -379,7 +379,7 @@ def _costs(moves: Moves, wells: list, max_states: int) -> tuple[np.ndarray, list
     V, new, done = np.full((m, m), np.inf), [], np.zeros(m, bool)
     frontier = np.full((m, m), np.inf)
     for again in (False, True):
-        todo = sorted((a for a in range(m) if not done[a]), key=lambda a: np.delete(frontier[a], a).min(initial=0.0))
+        todo = sorted((a for a in range(m) if not done[a]), key=lambda a: np.delete(frontier[a], a).min(initial=np.inf))
         for k, a in enumerate(todo):
             absorbing = {x: b for b, z in enumerate(wells) if b != a for x in z}
             stop, explore = _shares(moves, max_states, 1 if again else len(todo) - k)

@@ -119,8 +119,9 @@ def _phase_work(ph: dict) -> float:
     return work
 
 
-SEARCH_SHARE = 2   # a landscape search's states over its max_states, at most: the search, then its bracket
-                   # (offline, 2026-12-01, cap 300: 0.75 to 2.2 times the cap, 1.15 on average, over 12 searches)
+SEARCH_SHARE = 2   # a landscape search's states over its max_states, typically: the search, then its bracket, and
+                   # 2n for a last path per cost left unsettled (offline, 2026-12-01, cap 300: 0.75 to 2.92 times
+                   # the cap, 1.68 on average, over 12 searches)
 
 
 def _escape_work(e: dict) -> float:

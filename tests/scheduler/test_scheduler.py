@@ -83,14 +83,19 @@ def _phase(where):
                          gen=torch.Generator().manual_seed(0), scheduler=where)
 
 
-def _serial_at_one_thread():
-    """The serial run at the thread count units have on workers (see the test below)."""
+def _at_one_thread(run):
+    """``run()`` at the thread count units have on workers (see the test below)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _phase("serial")
+        return run()
     finally:
         torch.set_num_threads(threads)
+
+
+def _serial_at_one_thread():
+    """The serial phase section at the workers' thread count."""
+    return _at_one_thread(lambda: _phase("serial"))
 
 
 def _same_phase(a, b):
@@ -172,12 +177,7 @@ def test_the_escape_section_is_identical_serially_and_on_two_workers():
     """Chapter 5's escape section, one unit per model (the tiny MLM over its whole vocabulary and over
     whole words): its cells, fits and preprint-temperature rows bit for bit, serially (at the workers'
     one thread) and on two workers."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        serial = _escape("serial")
-    finally:
-        torch.set_num_threads(threads)
+    serial = _at_one_thread(lambda: _escape("serial"))
     assert len(serial[0]) and len(serial[1]) and len(serial[2])
     for a, b, name in zip(serial, _escape("local:2"), ("cells", "fits", "preprint")):
         pd.testing.assert_frame_equal(a, b, check_exact=True, obj=name)

@@ -207,8 +207,9 @@ def between(moves: Moves, source: frozenset, target: frozenset, stop_at: int) ->
     reaches the best path met (low = high: settled), or before scoring a state once ``moves`` has
     scored ``stop_at`` states (low: that sum, a lower bound on every path not yet met; high: the
     best path met, inf if none)."""
+    tick = itertools.count()
     g = ({x: 0.0 for x in source}, {x: 0.0 for x in target})
-    heaps = ([(0.0, next(_TICK), x) for x in source], [(0.0, next(_TICK), x) for x in target])
+    heaps = ([(0.0, next(tick), x) for x in source], [(0.0, next(tick), x) for x in target])
     done: tuple[set, set] = (set(), set())
     best = min((0.0 for x in source if x in target), default=math.inf)
     while heaps[0] and heaps[1]:
@@ -229,13 +230,10 @@ def between(moves: Moves, source: frozenset, target: frozenset, stop_at: int) ->
         for y, w in _neighbours(moves, x, rows, forward=side == 0):
             if c + w < g[side].get(y, math.inf):
                 g[side][y] = c + w
-                heapq.heappush(heaps[side], (c + w, next(_TICK), y))
+                heapq.heappush(heaps[side], (c + w, next(tick), y))
                 if y in g[1 - side]:
                     best = min(best, c + w + g[1 - side][y])
     return best, best
-
-
-_TICK = itertools.count()
 
 
 def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, stop_at: int, explore_until: int) -> _Reach:
@@ -354,9 +352,9 @@ def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extr
             moves.budget += 2 * len(min(wells[a]))
             hi = path_cost(moves, min(wells[a]), min(wells[b]))
         low[a, b], high[a, b] = min(max(lo, frontier[a, b]), hi), hi
-    lo = least_weight(low, 1) - least_weight(high, 2)
-    hi = least_weight(high, 1) - least_weight(low, 2)
-    return (max(float(lo), 0.0) if np.isfinite(lo) else 0.0), float(hi)
+    least = least_weight(low, 1) - least_weight(high, 2)
+    most = least_weight(high, 1) - least_weight(low, 2)
+    return (max(float(least), 0.0) if np.isfinite(least) else 0.0), float(most)
 
 
 def _shares(moves: Moves, max_states: int, searches_left: int) -> tuple[int, int]:

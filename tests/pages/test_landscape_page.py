@@ -48,9 +48,13 @@ def test_covering_sentence_separates_transfers_from_cells_that_carry_nothing():
     text = page.covering_sentence(cov)
     assert "Of 3 covering cells" in text and "2 closed" in text and "1 stopped before closing" in text
     assert "In 1 cell the coupling bound" in text and "at least 146 steps" in text
-    assert "In 1 of these the bound sits at its ceiling" in text        # 146 is 0.99 of 1/(4 * 1.7e-3) = 147
+    assert "In 1 the bound sits at that ceiling" in text and "passes" not in text   # 146 is 0.99 of 1/(4 * 1.7e-3) = 147
     far = cov.assign(t_mix_full_lower=[20.0, np.nan, np.nan])          # far below its ceiling: no such words
-    assert "ceiling 1/(4ε*) (within" not in page.covering_sentence(far)
+    assert "sits at that ceiling" not in page.covering_sentence(far)
+    past = page.covering_sentence(cov.assign(t_mix_full_lower=[900.0, 12.0, np.nan],
+                                             transfer=["holds", "holds (open sets: ...)", "left-out mass too large"]))
+    assert "In 2 of these the bound passes 1/(4ε*)" in past and "sits at that ceiling" not in past
+    assert "In 2 cells" in past and "(1 of them on sets that did not close" in past
     assert "left-out mass too large (1)" in text and "the sets outgrow max_states = 600 (1)" in text
 
 

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 import torch
 from scipy.special import log_softmax, softmax
 
-from .transfer import Transfer, transfer_lower_bound
+from .transfer import transfer_lower_bound
 
 
 # ---------------------------------------------------------------------------------- state spaces
@@ -77,7 +77,9 @@ class Covering:
     1 - pi_i(S_i | x_{-i}) the model puts outside S_i (summed over the tokens outside, never taken
     as 1 minus the mass inside). ``step_left_out`` is the largest over states of that mass averaged
     over the sites: the chance that one step of the coupled pair (a uniform site) splits them, the
-    number the transfer bound uses (at most ``left_out``, and up to n times smaller). ``rows`` holds
+    number the uniform transfer bound uses (at most ``left_out``, and up to n times smaller);
+    ``state_left_out`` holds that site average at every state, in index order, for the bound that
+    weighs the leak along the chain's path (:mod:`.transfer`). ``rows`` holds
     every masked row scored, keyed by (site, context tuple): the logits of all of A, so the
     restricted kernel needs no further model call."""
 
@@ -92,6 +94,7 @@ class Covering:
     temperature: float
     eps: float
     vocab_ids: np.ndarray
+    state_left_out: np.ndarray = field(repr=False, default=None)
     rows: dict = field(repr=False, default_factory=dict)
 
     @property
@@ -181,7 +184,7 @@ def cover(scorer, seed, temperature: float, eps: float, *, max_states: int, max_
     reason = ("closed" if done else f"the sets outgrow max_states = {max_states} ({size} states next)"
               if size > max_states else f"no closure within max_rounds = {max_rounds}")
     return Covering(sets, left, float(per_state.max()), ProductSpace(sets).size, scored, rounds, done, reason,
-                    temperature, eps, vocab_ids, rows)
+                    temperature, eps, vocab_ids, per_state, rows)
 
 
 # --------------------------------------------------------------------------------------- kernel
@@ -230,17 +233,19 @@ def sets_text(scorer, sets) -> str:
 
 def covering_row(scorer, model_name: str, seed, temperature: float, *, eps: float, max_states: int,
                  tmix_max_states: int) -> dict:
-    """One cell of :func:`covering_table`: the covering, and where it closed, the restricted chain's
-    times and the transfer bound on the full chain (NaN with the covering's reason where it did not)."""
+    """One cell of :func:`covering_table`: the covering, the restricted chain's times and the transfer
+    bound on the full chain (NaN with the reason where nothing transfers).
+
+    The bound weighs the leak along the restricted chain's path (:mod:`.transfer`), measured at
+    every state of the sets reported, so it holds whether or not the sets closed at eps: an open
+    covering is a restriction whose leak is known exactly, only larger somewhere than eps."""
     cov = cover(scorer, seed, temperature, eps, max_states=max_states)
-    if cov.complete:
-        tr = transfer_lower_bound(restricted_kernel(cov, temperature), cov.step_left_out, max_states=tmix_max_states)
-    else:
-        tr = Transfer(np.nan, cov.reason, np.nan, np.nan)
+    tr = transfer_lower_bound(restricted_kernel(cov, temperature), cov.state_left_out, max_states=tmix_max_states)
     return {"model": model_name, "n": len(cov.sets), "temperature": float(temperature), "epsilon": float(eps),
             "left_out": cov.left_out, "step_left_out": cov.step_left_out, "tokens_per_site": " ".join(str(len(s)) for s in cov.sets),
             "sets": sets_text(scorer, cov.sets), "states": cov.states, "complete": cov.complete,
-            "t_rel": tr.t_rel, "t_mix": tr.t_mix, "t_mix_full_lower": tr.t_lower, "transfer": tr.reason,
+            "t_rel": tr.t_rel, "t_mix": tr.t_mix, "t_mix_full_lower": tr.t_lower,
+            "transfer": tr.reason if cov.complete or tr.reason != "holds" else f"holds (open sets: {cov.reason})",
             "rows_scored": cov.rows_scored}
 
 
@@ -249,7 +254,8 @@ def covering_table(scorer, model_name: str, seeds_by_n: dict, temperatures, *, e
     """One row per (n, T): the covering grown from the seed of length n at temperature T, what it
     leaves out, its cost in masked rows, the restricted chain's t_rel and t_mix(1/4), and the
     transfer bound on the full chain's t_mix(1/4). Higher T flattens the conditionals, so the sets
-    grow; a cell whose sets outgrow ``max_states`` is reported with ``complete`` False and NaN times.
+    grow; a cell whose sets outgrow ``max_states`` is reported with ``complete`` False, on the last
+    sets enumerated, with their exact leak.
     No wall-clock time is kept: it went into the parquet file's metadata, so two runs of the same
     cells wrote different bytes."""
     out = []

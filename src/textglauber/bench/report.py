@@ -152,6 +152,28 @@ def projection_sentence(gpu_runs) -> str:
                "GPU time and do not decide whether it fits in one GPU-hour."))
 
 
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def workers_sentence(table: pd.DataFrame, profile: str) -> str:
+    """What the N-worker projection of ``profile`` says (``table``: :func:`textglauber.bookbuild.
+    estimates.workers.projection`'s), and what bounds it."""
+    if table.empty:
+        return f"No chapter of the {profile} profile has a fitted time, so there is no projection on workers."
+    cols = [c for c in table.columns if c.startswith("hours on ")]
+    total = {c: table[c].sum() for c in ["hours serially", *cols]}
+    split = table[table.units > 0]
+    parts = ", ".join(f"{c.removeprefix('hours ')} {total[c]:.3g} h" for c in cols)
+    return (f"At the calibration machine's speed, the {profile} profile's chapters would take {total['hours serially']:.3g} h "
+            f"one after another on 2 cores, and {parts}, each worker one thread on a core of its own. Only "
+            + (_and([f"{r.chapter} ({r.units} units)" for r in split.itertuples()]) if len(split) else "no chapter")
+            + " hand work out today, one unit per model, so no chapter gains from more workers than it has units, "
+            "and the rest of each chapter runs in its notebook's process whatever the count. The rates are the ones "
+            "fitted to measured builds on CPUs; the paper profile's real models are priced by their shape, and no "
+            "GPU enters these hours.")
+
+
 def record_table(run) -> pd.DataFrame:
     """A committed GPU session's record (``run``: a :class:`~textglauber.bench.gpu_data.GpuRun`) as
     two columns of HTML, commands in ``<code>`` (where MathJax leaves a shell's ``$`` alone); show

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import profile as P
-from .. import paths
+from .. import paths, scheduler
 from ..bench import cache as bench_cache
 from ..provenance import machine
 from ..durations import duration   # one formatter for the plan, the progress lines and training
@@ -259,6 +259,48 @@ def format_plan(profile: str, lines: list[Line], probe_: Probe) -> str:
     return "\n".join(out)
 
 
+def _workers(setting: str) -> tuple[int | None, int | None]:
+    """(workers, the cores they share, None where each has its own) for a scheduler setting: N of
+    ``local:N`` on this machine's cores, or the workers a ``tcp://`` scheduler has now."""
+    if setting.startswith("local:"):
+        return int(setting.split(":")[1]), machine()["cores"]
+    from distributed import Client
+
+    with Client(setting, timeout="10s") as client:
+        return len(client.scheduler_info().get("workers", {})), None
+
+
+def worker_lines(profile: str, spec: dict, lines: list[Line], probe_: Probe, setting: str) -> list[str]:
+    """The plan's estimate on the scheduler's N workers for the chapters that run and hand out units
+    (:mod:`textglauber.bookbuild.estimates.workers`); nothing on ``serial``."""
+    from .estimates.workers import START_S, TASK_OVERHEAD_S, on_workers
+
+    if setting == "serial":
+        return []
+    try:
+        workers, cores = _workers(setting)
+    except Exception as exc:
+        return [f"  on {setting}: no estimate (the scheduler's workers could not be counted: {type(exc).__name__})"]
+    if not workers:
+        return [f"  on {setting}: no estimate (the scheduler has no workers now)"]
+    out, saved = [], 0.0
+    for ln in lines:
+        if ln.kind != "chapter" or ln.action not in ("run", "maybe") or ln.seconds is None:
+            continue
+        prm = P.chapter_parameters(profile, ln.name, spec=spec)
+        got = on_workers(ln.name, prm, ln.seconds, probe_, workers, cores)
+        if got is not None:
+            saved += ln.seconds - got.seconds
+            out.append(f"    {ln.name}: ~{duration(got.seconds)} (serially ~{duration(got.serial)}; {got.units} units, "
+                       f"the longest ~{duration(got.largest)} on one worker)")
+    if not out:
+        return [f"  on {setting}: no chapter that runs hands out units; the times above stand"]
+    where = f"on {cores} cores, one thread each" if cores else "one thread each"
+    return ([f"  on {setting} ({workers} workers {where}; {START_S:g} s to start them, {TASK_OVERHEAD_S * 1e3:g} ms "
+             "a unit, measured on 2 cores):"] + out +
+            [f"    in all ~{duration(abs(saved))} {'less' if saved >= 0 else 'more'} than serially"])
+
+
 def _threads() -> int:
     import torch
 
@@ -277,6 +319,9 @@ def announce(profile: str, spec: dict, chapters: list[str], staged: Path, result
                                results_root, probe_)
         lines += chapter_lines(profile, spec, chapters, Path(staged), Path(results_root), forced, probe_)
         print(format_plan(profile, lines, probe_), file=out, flush=True)
+        more = worker_lines(profile, spec, lines, probe_, scheduler.setting())
+        if more:
+            print("\n".join(more), file=out, flush=True)
         if probe_.many is not None:
             PROBED[profile] = (probe_.one, probe_.many)
         return lines

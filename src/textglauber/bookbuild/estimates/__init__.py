@@ -45,7 +45,8 @@ read the estimates as the order of magnitude, and the records' ratios as how far
 The package: ``calibration`` (the calibration machine's times and parameters), ``costs`` (a
 scored row of each model), ``work`` (each chapter's work count), ``seconds`` (a chapter's estimate,
 a last run rescaled), ``records`` (measured builds and the fit of each chapter's constants),
-``probing`` (this machine's speed: :func:`probe`) and ``training`` (a training preset's work).
+``probing`` (this machine's speed: :func:`probe`), ``training`` (a training preset's work) and
+``workers`` (a chapter's time with its units on N workers: the plan's N-worker line).
 """
 from __future__ import annotations
 

@@ -124,25 +124,31 @@ SEARCH_SHARE = 2   # a landscape search's states over its max_states, typically:
                    # the cap, 1.68 on average, over 12 searches)
 
 
-def _escape_work(e: dict) -> float:
-    """Chapter 5's escape section: per model, trap, distance and temperature, ``chains`` chains
-    that score about :data:`ESCAPE_ROWS` rows each, each trap's quasi-potential searches
-    (:data:`SEARCH_ROWS`) and its chains at the preprint's temperature, plus the exactness check's
-    enumerated kernels and its chains (twice for k >= 2: the capped run), each chain with its own
-    bookkeeping (:data:`ESCAPE_CHAIN`), and the growth section (:func:`_growth_work`). ``max_moves``
-    is only the ceiling of a chain's events, far above what the superbasin makes them take."""
+def _escape_model_work(e: dict, m) -> float:
+    """One model's unit of chapter 5's escape section (:func:`textglauber.traps.run_escape`): per
+    trap, distance and temperature, ``chains`` chains that score about :data:`ESCAPE_ROWS` rows each,
+    each trap's quasi-potential searches (:data:`SEARCH_ROWS`) and its chains at the preprint's
+    temperature, each chain with its own bookkeeping (:data:`ESCAPE_CHAIN`), and the searches of the
+    traps passed over. ``max_moves`` is only the ceiling of a chain's events, far above what the
+    superbasin makes them take."""
     n, ks = int(e["seq_len"]), _items(e.get("distances"))
     cells = int(e["traps"]) * (len(ks) * int(e["temperatures"]) + 1)
-    work = sum(cells * int(e["chains"]) * (ESCAPE_ROWS * model_cost(_name(m), n) + bookkeeping(ESCAPE_CHAIN))
-               + int(e["traps"]) * len(ks) * SEARCH_ROWS * n * model_cost(_name(m), n)
-               for m in _items(e.get("models")))
+    extra = max(0, int(e.get("candidates", e["traps"])) - int(e["traps"]))      # traps searched, then passed over
+    cost = model_cost(_name(m), n)
+    return (cells * int(e["chains"]) * (ESCAPE_ROWS * cost + bookkeeping(ESCAPE_CHAIN))
+            + (int(e["traps"]) + extra) * len(ks) * SEARCH_ROWS * n * cost)
+
+
+def _escape_work(e: dict) -> float:
+    """Chapter 5's escape section: each model's unit (:func:`_escape_model_work`), the exactness
+    check's enumerated kernels and its chains (twice for k >= 2: the capped run), and the length and
+    growth sections (:func:`_length_work`, :func:`_growth_work`)."""
+    work = sum(_escape_model_work(e, m) for m in _items(e.get("models")))
     dists = _items(e.get("exact_distances"))
     cases = len(_items(e.get("exact_temperatures"))) * (len(dists) + sum(int(d) >= 2 for d in dists))
     for m in _items(e.get("exact_models")):
         k, nx = len(m["tokens"]), int(m["n"])
         work += k ** nx * nx * model_cost(_name(m), nx) + bookkeeping(cases * int(e["exact_chains"]) * ESCAPE_CHAIN)
-    extra = max(0, int(e.get("candidates", e["traps"])) - int(e["traps"]))      # traps searched, then passed over
-    work += sum(extra * len(ks) * SEARCH_ROWS * n * model_cost(_name(m), n) for m in _items(e.get("models")))
     work += _length_work(e["length"]) if e.get("length") else 0.0
     return work + (_growth_work(e["growth"], e) if e.get("growth") else 0.0)
 
@@ -212,6 +218,30 @@ def _ground_truth_work(p: dict) -> float:
 
 _WORK = {"incompatibility": _incompatibility_work, "bounds": _bounds_work, "crossover": _crossover_work,
          "traps": _traps_work, "basins": _basins_work, "ground_truth": _ground_truth_work}
+
+
+def _units(chapter: str, prm: dict) -> list:
+    """Counters of the units a chapter hands to the scheduler, in the order it submits them."""
+    if chapter == "crossover" and prm.get("phase"):
+        ph = prm["phase"]
+        return [lambda m=m: _phase_work({**ph, "models": [m]}) for m in _items(ph.get("models"))]
+    if chapter == "traps" and prm.get("escape"):
+        e = prm["escape"]
+        return [lambda m=m: _escape_model_work(e, m) for m in _items(e.get("models"))]
+    return []
+
+
+def unit_parts(chapter: str, prm: dict) -> list[tuple[float, float]]:
+    """(encoder, bookkeeping) work of each unit a chapter hands to the scheduler
+    (:mod:`textglauber.scheduler`), in the order it submits them: one per model of the crossover's
+    phase section and of the traps' escape section; empty for a chapter that hands out none."""
+    out = []
+    for count in _units(chapter, prm):
+        with counting("encoder"):
+            encoder = count()
+        with counting("bookkeeping"):
+            out.append((encoder, count()))
+    return out
 
 
 def work_parts(chapter: str, prm: dict) -> tuple[float, float] | None:

@@ -1,0 +1,128 @@
+"""The plan's estimate on N workers (textglauber.bookbuild.estimates.workers and plan.worker_lines):
+the schedule's makespan against the test's own event simulation, the units' work against the
+chapter's own count, and the plan's lines on a local:N setting."""
+import io
+import itertools
+
+import numpy as np
+import pytest
+
+from textglauber import profile as P
+from textglauber.bookbuild import estimates, plan
+from textglauber.bookbuild.estimates import work, workers
+
+REF = (estimates.REFERENCE_PROBE_ONE_S, estimates.REFERENCE_PROBE_S)
+
+
+def simulated(seconds, n):
+    """The end of the last unit when n workers take units in order, each as soon as it is idle: a
+    clock that advances to the next worker to finish (the test's own loop, no heap)."""
+    busy_until, clock = [0.0] * n, 0.0
+    for s in seconds:
+        clock = min(busy_until)
+        k = busy_until.index(clock)
+        busy_until[k] = clock + s
+    return max(busy_until)
+
+
+def test_makespan_against_an_event_simulation_and_its_limits():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        seconds = list(rng.exponential(size=rng.integers(1, 12)))
+        for n in (1, 2, 3, 8):
+            got = workers.makespan(seconds, n)
+            assert got == pytest.approx(simulated(seconds, n))
+            assert max(seconds) - 1e-12 <= got <= sum(seconds) + 1e-12
+            assert got >= sum(seconds) / n - 1e-12
+        assert workers.makespan(seconds, 1) == pytest.approx(sum(seconds))
+        assert workers.makespan(seconds, len(seconds)) == pytest.approx(max(seconds))
+    # in order, not sorted: a long unit last waits for the first worker free
+    assert workers.makespan([1, 1, 3], 2) == 4 and workers.makespan([3, 1, 1], 2) == 3
+    with pytest.raises(ValueError, match="workers = 0"):
+        workers.makespan([1.0], 0)
+
+
+def test_the_units_are_the_sections_they_stand_for():
+    """The crossover's units add up to its phase section's work and the traps' units to the escape
+    models' part; a chapter with no units hands out none."""
+    spec = P.load_profile("offline")
+    cross = P.chapter_parameters("offline", "crossover", spec=spec)
+    units = work.unit_parts("crossover", cross)
+    assert len(units) == len(cross["phase"]["models"])
+    whole = work.work_parts("crossover", cross)
+    without = work.work_parts("crossover", {**cross, "phase": {}})
+    for j in (0, 1):
+        assert sum(u[j] for u in units) == pytest.approx(whole[j] - without[j], rel=1e-9)
+    traps = P.chapter_parameters("offline", "traps", spec=spec)
+    tu = work.unit_parts("traps", traps)
+    e = traps["escape"]
+    assert len(tu) == len(e["models"])
+    rest = work.work_parts("traps", {**traps, "escape": {**e, "models": []}})
+    for j in (0, 1):
+        assert sum(u[j] for u in tu) == pytest.approx(work.work_parts("traps", traps)[j] - rest[j], rel=1e-9)
+    assert work.unit_parts("basins", P.chapter_parameters("offline", "basins", spec=spec)) == []
+
+
+def test_more_workers_never_slow_the_estimate_and_its_floor_is_the_longest_unit():
+    spec = P.load_profile("offline")
+    cross = P.chapter_parameters("offline", "crossover", spec=spec)
+    probe = estimates.Probe(lambda: REF)
+    serial = estimates.estimate("crossover", cross, probe)
+    got = {n: workers.on_workers("crossover", cross, serial, probe, n) for n in (1, 2, 3, 8)}
+    for a, b in itertools.pairwise((1, 2, 3, 8)):
+        assert got[b].seconds <= got[a].seconds + 1e-9
+    # one worker runs every unit on one thread: slower than serially on torch's threads, by the
+    # probe's ratio on the units' encoder work at most
+    assert serial < got[1].seconds < serial * REF[0] / REF[1] + workers.START_S + 1
+    # with a worker per unit the units end with the longest; the rest is what stays in the notebook
+    units = work.unit_parts("crossover", cross)
+    _, b, c = estimates.seconds.constants()["crossover"]
+    in_units = sum(probe.scale(c * bk, b * enc) for enc, bk in units)
+    assert got[8].seconds == pytest.approx(serial - in_units + got[8].largest + workers.START_S, rel=1e-6)
+    # two workers on one core run at half a thread each; eight on two cores, with three units, at 2/3
+    shared = workers.on_workers("crossover", cross, serial, probe, 2, cores=1)
+    assert shared.largest == pytest.approx(2 * got[2].largest, rel=1e-3)
+    crowded = workers.on_workers("crossover", cross, serial, probe, 8, cores=2)
+    assert crowded.largest == pytest.approx(1.5 * got[8].largest, rel=1e-3)
+    # a last run twice the estimate doubles everything but the start
+    twice = workers.on_workers("crossover", cross, 2 * serial, probe, 2)
+    assert twice.seconds - workers.START_S == pytest.approx(2 * (got[2].seconds - workers.START_S))
+    assert workers.on_workers("basins", P.chapter_parameters("offline", "basins", spec=spec), 100.0, probe, 2) is None
+
+
+def test_the_plan_prints_the_estimate_on_local_workers(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEXTGLAUBER_SCHEDULER", "local:2")
+    spec = P.load_profile("offline")
+    out = io.StringIO()
+    lines = plan.announce("offline", spec, ["crossover", "traps", "basins"], tmp_path / "b", tmp_path / "r",
+                          forced="--force", artifacts=[], out=out, measure=lambda: REF)
+    text = out.getvalue()
+    assert "on local:2 (2 workers on" in text and "crossover: ~" in text and "traps: ~" in text
+    assert "basins: ~" not in text and "less than serially" in text
+    serial = {ln.name: ln.seconds for ln in lines}
+    probe = estimates.Probe(lambda: REF)
+    cross = workers.on_workers("crossover", P.chapter_parameters("offline", "crossover", spec=spec),
+                               serial["crossover"], probe, 2, plan.machine()["cores"])
+    assert f"crossover: ~{plan.duration(cross.seconds)} (serially ~{plan.duration(serial['crossover'])}; 3 units" in text
+    monkeypatch.setenv("TEXTGLAUBER_SCHEDULER", "serial")
+    out = io.StringIO()
+    plan.announce("offline", spec, ["crossover"], tmp_path / "b", tmp_path / "r", forced="--force", artifacts=[],
+                  out=out, measure=lambda: REF)
+    assert "workers" not in out.getvalue()
+
+
+def test_the_projection_prices_only_what_is_handed_out():
+    from textglauber.bench import report
+
+    t = workers.projection("offline", [2, 64])
+    assert list(t.columns) == ["chapter", "units", "hours serially", "hours on 2 workers", "hours on 64 workers"]
+    none = t[t.units == 0]
+    assert len(none) and (none["hours on 64 workers"] == none["hours serially"]).all()
+    some = t[t.units > 0].set_index("chapter")
+    assert set(some.index) == {"crossover", "traps"}
+    assert (some["hours on 64 workers"] <= some["hours on 2 workers"] + 1e-12).all()
+    assert (some["hours on 2 workers"] < some["hours serially"]).all()
+    text = report.workers_sentence(t, "offline")
+    assert "crossover (3 units) and traps (3 units)" in text and f"{t['hours serially'].sum():.3g} h" in text
+    assert "no chapter hand" in report.workers_sentence(t.assign(units=0), "offline")
+    assert "no projection" in report.workers_sentence(t.iloc[:0], "offline")

@@ -139,6 +139,12 @@ def _write(path: Path, write) -> Path:
     return path
 
 
+def manifest_parameters(checked: dict) -> dict:
+    """The parameters a chapter's manifest records: its validated values as the kernel runs with them
+    (:func:`textglauber.profile.check_chapter`), less ``results_root``, a path of this machine."""
+    return {k: v for k, v in checked.items() if k != "results_root"}
+
+
 def write_manifest(folder: str | Path, *, parameters: dict, models: list[dict], seed: int,
                    tables: list[str], notes: list[str] | None = None, name: str = "manifest.json",
                    extra: dict | None = None) -> Path:

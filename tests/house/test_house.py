@@ -164,3 +164,26 @@ def test_the_model_list_has_one_spelling():
     old = [f.name for f in files if re.search(r"\b(mlms|models_)\b", f.read_text(encoding="utf-8"))
            and f.name != "messages.py"]
     assert old == []
+
+
+NOTEBOOK_CODE_LINES = 150
+
+
+def _code_lines(nb: dict) -> int:
+    """The lines of a notebook's code cells that are neither blank nor comments."""
+    return sum(1 for c in nb["cells"] if c["cell_type"] == "code"
+               for line in "".join(c["source"]).splitlines() if line.strip() and not line.strip().startswith("#"))
+
+
+def test_every_chapter_notebook_keeps_its_logic_in_the_library():
+    """A notebook reads like a chapter: at most NOTEBOOK_CODE_LINES lines of code, its sentences and
+    sections in pages/ and its science in the library; the count sees an over-long notebook."""
+    import json
+
+    book = SRC.parent / "book"
+    counts = {p.name: _code_lines(json.loads(p.read_text(encoding="utf-8"))) for p in sorted(book.glob("*.ipynb"))}
+    assert len(counts) >= 7
+    assert {k: v for k, v in counts.items() if v > NOTEBOOK_CODE_LINES} == {}
+    long = {"cells": [{"cell_type": "code", "source": ["x = 1\n"] * (NOTEBOOK_CODE_LINES + 1) + ["# a note\n", "\n"]},
+                      {"cell_type": "markdown", "source": ["words\n"] * 500}]}
+    assert _code_lines(long) == NOTEBOOK_CODE_LINES + 1

@@ -24,3 +24,21 @@ class Headline:
     def text(self) -> str:
         """Verdict and details as one paragraph."""
         return " ".join(p for p in (self.verdict, self.details) if p)
+
+
+def render(*blocks) -> None:
+    """Show a page's blocks in order: a string as Markdown, a matplotlib figure as its picture (then
+    closed), anything else (a :func:`textglauber.tables.show` table) as it displays itself. Page
+    modules return blocks; only the notebooks call this."""
+    from IPython.display import Markdown, display
+
+    for block in blocks:
+        if isinstance(block, str):
+            display(Markdown(block))
+        elif hasattr(block, "savefig"):
+            import matplotlib.pyplot as plt
+
+            display(block)
+            plt.close(block)
+        elif block is not None:
+            display(block)

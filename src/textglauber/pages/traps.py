@@ -400,3 +400,40 @@ def preprint_sentence(cells: pd.DataFrame, preprint: pd.DataFrame) -> str:
     if len(reached) < len(preprint):
         text += f"; in {len(preprint) - len(reached)} the chains did not reach it within the horizon and event budget"
     return text + "."
+
+
+def closing_blocks(cat: pd.DataFrame, cells: pd.DataFrame, preprint_cells: pd.DataFrame, *, chains: int, steps: int,
+                   profile: str, model: str, temperature: float, window: int, threshold: float) -> list:
+    """The chapter's end as page blocks (:func:`textglauber.pages.render`): the preprint's trap
+    figures beside this run's, what differs and why, and the escape rows at the preprint's
+    temperature."""
+    from .. import tables
+
+    vac, n_perfect = vacuous(cat)
+    ours = {"chains x steps": f"{chains} x {steps:,}", "traps": len(cat)}
+    if len(cat):
+        ours.update({"mean duration": round(cat.duration.mean()),
+                     "duration range": f"{cat.duration.min():,} - {cat.duration.max():,}", "perfect": n_perfect,
+                     "approximate": int((cat.type == "approximate").sum()),
+                     "perfect traps where the bound is vacuous": f"{vac} of {n_perfect}"})
+    rows = [{"source": "preprint (arXiv 2605.16378), BERT", **preprint_row()},
+            {"source": f"this run, profile '{profile}', {model}, T = {temperature:g}", **ours}]
+    lines = [f"This run used {model} at T = {temperature:g} with a {window}-step window and a threshold of "
+             f"{threshold:g} drift per step; trap counts and durations depend on the model, the temperature and the "
+             "chain length, so they are comparable with the preprint's only in kind."]
+    if n_perfect:
+        lines.append(f"The margin bound is vacuous (an escape time below one step) for {vac} of the {n_perfect} perfect "
+                     "traps here; the approximate ones have no margin and so no bound to count.")
+    elif len(cat):
+        lines.append("No trap here is perfect, so the margin bound applies to none of them.")
+    if len(cells):
+        lines.append(preprint_sentence(cells, preprint_cells))
+    cut = cat.censored | cat["present at step 0"] if len(cat) else pd.Series(dtype=bool)
+    if cut.any():
+        lines.append(f"The mean duration includes {int(cut.sum())} trap(s) cut short by the run, whose durations are "
+                     "lower bounds, so it is one too.")
+    out = [tables.show(pd.DataFrame(rows)), " ".join(lines)]
+    if len(preprint_cells):
+        out.append(tables.show(preprint_cells[["model", "trap", "margin", "temperature", "one-state holding time", "k",
+                                               "median", "median_low", "median_high", "censored"]]))
+    return out

@@ -31,8 +31,6 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
     """
     from .. import corpus, models
 
-    if temperature <= 0:
-        raise ValueError("temperature must be positive")
     kind = model.get("kind", IncompatibilityModel.default_of("kind"))
     count = int(model.get("rectangles", count))
     seed = child_seed(gen)

@@ -1,7 +1,8 @@
 """Chapter 3's page (docs/science.md, chapter 3), apart from its computation: ``phase`` holds the
 exact phase diagram's sentences, views and figure; ``landscape`` the landscape's, the covering
 chains' and the hot end's; ``laws`` the measured times' growth laws in
-words, the coupling grid's boundary, T* beside it and their figures. Here: the chapter's row on
+words, the coupling grid's boundary, T* beside it and their figures; ``blocks`` the sections as page
+blocks in the order the page shows them (what the notebook renders). Here: the chapter's row on
 the findings page (:func:`headline`) and its preprint column (:func:`preprint`). Every name of
 both parts is re-exported, so ``crossover_page.X`` works for all of them.
 """

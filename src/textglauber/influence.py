@@ -78,7 +78,7 @@ def _pairwise(P: torch.Tensor, S: torch.Tensor, chunk_bytes: int = 2**28) -> tup
     device and in their dtype. Rows are compared a block at a time so that no temporary exceeds
     about ``chunk_bytes`` (the full (K, q, q, |A|) difference would be 10-17 GiB at the paper
     profile's sizes). In float32 the TV differs from float64 by at most about 1e-6 and the
-    oscillation by about 1e-6 of the score range (tests/chapters/test_bounds.py measures both)."""
+    oscillation by about 1e-6 of the score range (tests/test_bounds.py measures both)."""
     k, q, a = P.shape
     block = max(1, chunk_bytes // max(1, k * q * a * P.element_size()))
     tv = torch.zeros(k, dtype=P.dtype, device=P.device)

@@ -254,7 +254,7 @@ def test_reliable_and_reported_downgrade_with_the_reason():
 
 
 def _design(profile):
-    p = yaml.safe_load((Path(__file__).parents[2] / "params" / f"{profile}.yaml").read_text())
+    p = yaml.safe_load((Path(__file__).parents[1] / "params" / f"{profile}.yaml").read_text())
     c = p["chapters"]["crossover"]["parameters"] if "chapters" in p else p["crossover"]["parameters"]
     return c["lengths"], c["trials"], [c["sweeps"] * n for n in c["lengths"]]
 

@@ -138,5 +138,5 @@ def test_censored_median_is_the_kaplan_meier_median_under_a_common_budget():
 
 
 # The growth-law tests that stood here (the chapter-design check, 'cannot tell', 'none of the three')
-# moved to tests/chapters/test_growth.py with the rule they test (issue 41, item 2); the design check's
+# moved to tests/test_growth.py with the rule they test (issue 41, item 2); the design check's
 # expectation changed there, with the reason in its docstring.

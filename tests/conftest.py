@@ -131,3 +131,26 @@ def named_models(params: dict, notebook: str | None = None) -> list[str]:
 
     return [r.name for r in P.model_refs(notebook, params)
             if r.via in ("", "nli") or (r.via == "sentence" and not r.name.startswith("package:"))]
+
+
+class ContextTable:
+    """Incompatible conditionals on {0..K-1}^n: an independent Gaussian score vector for every
+    (site, context with that site blanked), so pi_i does not read x_i, the conditionals come from no
+    joint law and the chain is a generic non-reversible one. ``chain`` enumerates the states."""
+
+    def __init__(self, K, n, seed, spread=2.0):
+        ids = torch.arange(K)
+        self.vocab = vocabulary.AllowedVocab(ids=ids, tokens=tuple(str(i) for i in range(K)), vocab_size=K)
+        self.n, self.K = n, K
+        self.chain = ExactChain(states=enumerate_states(np.arange(K), n), kernel=None, free=list(range(n)),
+                                vocab_ids=np.arange(K))
+        self.R = np.random.default_rng(seed).normal(scale=spread, size=(K ** n, n, K))
+
+    @property
+    def max_length(self):
+        return self.n
+
+    def scores(self, states, sites):
+        x, i = states.numpy().copy(), sites.numpy()
+        x[np.arange(len(x)), i] = 0                        # the context: site i blanked
+        return torch.as_tensor(self.R[self.chain.index(x), i])

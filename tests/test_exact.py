@@ -7,7 +7,7 @@ import torch
 
 from textglauber import exact, groundtruth
 
-from conftest import joint_chain, JointScorer
+from conftest import ContextTable, joint_chain, JointScorer
 
 
 def _product(k, n, seed=0):
@@ -123,30 +123,6 @@ def _tmix_by_definition(P, eps, t_max=5_000):
     raise AssertionError("no mixing within t_max")
 
 
-class _RandomScorer:
-    """Incompatible conditionals on {0..k-1}^n: an independent Gaussian score vector for every
-    (site, context), so the chain is a generic non-reversible one."""
-
-    def __init__(self, k, n, seed, spread=2.0):
-        from textglauber.vocabulary import AllowedVocab
-
-        ids = torch.arange(k)
-        self.vocab = AllowedVocab(ids=ids, tokens=tuple(str(i) for i in range(k)), vocab_size=k)
-        self.n = n
-        self.chain = exact.ExactChain(states=exact.enumerate_states(np.arange(k), n), kernel=None,
-                                      free=list(range(n)), vocab_ids=np.arange(k))
-        self.w = np.random.default_rng(seed).normal(scale=spread, size=(k ** n, n, k))
-
-    @property
-    def max_length(self):
-        return self.n
-
-    def scores(self, states, sites):
-        x, s = states.numpy().copy(), sites.numpy()
-        x[np.arange(len(x)), s] = 0                        # the context: site i blanked
-        return torch.as_tensor(self.w[self.chain.index(x), s])
-
-
 @pytest.mark.parametrize("k,n", [(3, 4), (2, 5), (3, 5)])
 def test_mixing_time_equals_the_definition_on_random_chains(k, n):
     """Random joints (compatible, reversible) and random scorers (incompatible), n = 4 and 5,
@@ -155,7 +131,7 @@ def test_mixing_time_equals_the_definition_on_random_chains(k, n):
     levels = [0.25, 1 / (4 * np.e), 0.05]
     for seed in range(2):
         for sc in (JointScorer(np.arange(k), n, np.random.default_rng(seed).normal(size=k ** n)),
-                   _RandomScorer(k, n, seed)):
+                   ContextTable(k, n, seed)):
             for T in (0.5, 1.0, 2.0):
                 P = exact.glauber_kernel(sc, n, T).kernel
                 assert [exact.mixing_steps(P, e) for e in levels] == _tmix_by_definition(P, levels), \
@@ -372,7 +348,7 @@ def test_exit_time_is_accurate_on_a_random_basin_of_a_random_chain():
     """Incompatible random conditionals at T = 0.1, a basin of 40 of the 81 states: the
     subtraction-free elimination matches the mpmath solve to 1e-11 (so nothing was lost where
     the old plain solve was fine either)."""
-    sc = _RandomScorer(3, 4, seed=3, spread=1.0)
+    sc = ContextTable(3, 4, seed=3, spread=1.0)
     P = exact.glauber_kernel(sc, 4, 0.1).kernel
     members = np.random.default_rng(1).random(len(P)) < 0.5
     B = np.flatnonzero(members)

@@ -140,9 +140,15 @@ def test_the_incompatibility_chapter_names_the_tests_that_check_the_scorer():
 
 
 def test_the_traps_chapter_counts_vacuous_bounds_over_perfect_traps_and_says_what_the_plot_compares():
-    text = _prose(ROOT / "book" / "05_traps.ipynb")
+    import inspect
+
+    from textglauber.pages import traps as traps_page
+
+    closing = inspect.getsource(traps_page.closing_blocks)               # the chapter's closing comparison
+    text = _prose(ROOT / "book" / "05_traps.ipynb") + closing
+    assert "traps_page.closing_blocks(cat," in text
     assert 'int((cat["predicted escape time (steps)"] < 1).sum())' not in text   # every trap, approximate ones at 0
-    assert "traps.vacuous(cat)" in text and "perfect traps where the bound is vacuous" in text
+    assert "vacuous(cat)" in closing and "perfect traps where the bound is vacuous" in closing
     assert "holding time of one state" in text and "present at step 0" in text and "censored" in text
 
 

@@ -12,28 +12,7 @@ from textglauber import exact
 from textglauber.traps import escape, finder
 from textglauber.traps import quasipotential as qp
 from textglauber.engine import superbasin
-from textglauber.vocabulary import AllowedVocab
-from conftest import JointScorer
-
-
-class ContextTable:
-    """Random scores per (context with site i masked, site): pi_i does not read x_i, and the
-    conditionals come from no joint law (the chain is not reversible)."""
-
-    def __init__(self, K, n, seed, spread=2.0):
-        ids = torch.arange(K)
-        self.vocab = AllowedVocab(ids=ids, tokens=tuple(str(i) for i in range(K)), vocab_size=K)
-        self.n, self.K = n, K
-        self.R = np.random.default_rng(seed).normal(scale=spread, size=(K ** n, n, K))
-
-    @property
-    def max_length(self):
-        return self.n
-
-    def scores(self, states, sites):
-        x, i = states.numpy().copy(), sites.numpy()
-        x[np.arange(len(x)), i] = 0
-        return torch.as_tensor(self.R[(x * (self.K ** np.arange(self.n - 1, -1, -1))).sum(1), i])
+from conftest import ContextTable, JointScorer
 
 
 def _wells(scorer, n):

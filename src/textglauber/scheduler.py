@@ -47,6 +47,12 @@ def setting(value: str | None = None) -> str:
                      "or 'tcp://HOST:PORT' (a running Dask scheduler)")
 
 
+def local_workers(value: str) -> int | None:
+    """N of a ``local:N`` setting, else None."""
+    m = LOCAL_RE.match(value)
+    return int(m.group(1)) if m else None
+
+
 def check_reachable(value: str | None = None) -> str:
     """The setting, once a ``tcp://`` scheduler has answered a connection (before any compute):
     one line naming the address otherwise."""
@@ -83,8 +89,8 @@ def executor(value: str | None = None):
         return
     from distributed import Client, LocalCluster
 
-    if s.startswith("local:"):
-        n = int(s.split(":")[1])
+    n = local_workers(s)
+    if n is not None:
         with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
                           silence_logs=40) as cluster, Client(cluster) as client:
             yield client.get_executor(pure=False)

@@ -262,8 +262,9 @@ def format_plan(profile: str, lines: list[Line], probe_: Probe) -> str:
 def _workers(setting: str) -> tuple[int | None, int | None]:
     """(workers, the cores they share, None where each has its own) for a scheduler setting: N of
     ``local:N`` on this machine's cores, or the workers a ``tcp://`` scheduler has now."""
-    if setting.startswith("local:"):
-        return int(setting.split(":")[1]), machine()["cores"]
+    n = scheduler.local_workers(setting)
+    if n is not None:
+        return n, machine()["cores"]
     from distributed import Client
 
     with Client(setting, timeout="10s") as client:

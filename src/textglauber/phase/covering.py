@@ -94,7 +94,7 @@ class Covering:
     temperature: float
     eps: float
     vocab_ids: np.ndarray
-    state_left_out: np.ndarray = field(repr=False, default=None)
+    state_left_out: np.ndarray = field(repr=False)
     rows: dict = field(repr=False, default_factory=dict)
 
     @property

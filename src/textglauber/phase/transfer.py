@@ -127,7 +127,7 @@ def transfer_lower_bound(P_res, leak, *, max_states: int = TMIX_MAX_STATES, t_ma
     or "left-out mass too large" (the condition fails already at t = 1, hence at every t). When the
     condition still holds at ``t_max``, the bound reached there is returned with that said."""
     n = P_res.shape[0]
-    e = np.broadcast_to(np.asarray(leak, np.float64), (n,)).copy() if np.ndim(leak) == 0 else np.asarray(leak, np.float64)
+    e = np.full(n, float(leak)) if np.ndim(leak) == 0 else np.asarray(leak, np.float64)
     if e.shape != (n,) or not np.all((e >= 0) & (e <= 1)):
         raise ValueError(f"leak must be one mass in [0, 1] or one per state ({n}); got {np.asarray(leak).shape} "
                          f"with range [{e.min() if e.size else np.nan}, {e.max() if e.size else np.nan}]")

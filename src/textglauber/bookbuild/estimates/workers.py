@@ -116,15 +116,17 @@ def measure(setting: str = "local:2", units: int = 64) -> tuple[float, float]:
 
     from ... import scheduler
 
-    workers = int(setting.split(":")[1]) if setting.startswith("local:") else 1
+    workers = scheduler.local_workers(setting) or 1
     began = time.perf_counter()
     with scheduler.executor(setting) as ex:
         ex.submit(scheduler.run_unit, "warm", _warm).result()
         started = time.perf_counter() - began
-        [ex.submit(scheduler.run_unit, "warm", _warm).result() for _ in range(workers)]
+        for _ in range(workers):
+            ex.submit(scheduler.run_unit, "warm", _warm).result()
         t = time.perf_counter()
         futures = [ex.submit(scheduler.run_unit, f"drill {k}", scheduler.drill, k) for k in range(units)]
-        [f.result() for f in futures]
+        for f in futures:
+            f.result()
         per_task = (time.perf_counter() - t) * workers / units
     return started, per_task
 

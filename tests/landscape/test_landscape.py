@@ -376,3 +376,25 @@ def test_a_search_whose_descents_run_out_finds_no_well_and_settles_nothing():
     moves = explore.Moves(TableScorer(table(n, field)), [[0, 1]] * n)
     found = explore.search(moves, [tuple([0] * n)], max_states=40)
     assert found.wells == [] and math.isinf(found.gamma) and not found.finished and found.opened <= 40
+
+
+@pytest.mark.parametrize("n, J, h", [(10, 0.5, 0.2), (11, 0.8, 0.5), (9, 0.3, -0.1)])
+def test_a_descent_from_the_edge_bounds_the_exit_and_meets_it_past_the_saddle(n, J, h):
+    """On Curie-Weiss chains, the descent bound from the shallow well to the deep one is never below
+    the enumerated least cost V (a cost of a state that does not fall into the deep well would be),
+    and once the scored region reaches the saddle it is V itself; with nothing scored past the well,
+    no descent falls into the other well."""
+    s = curie_weiss(n, J, h)
+    L = enumerated.two_token_landscape(s)
+    shallow = 1 - L.ground
+    wells = [frozenset(tuple(int(c) for c in format(int(x), f"0{n}b")) for x in w) for w in L.wells]
+    V = L.V[shallow, L.ground]
+    for budget in (2 * n, 2 ** n // 8, 2 ** n):
+        moves = explore.Moves(TableScorer(s), [[0, 1]] * n)
+        explore._dijkstra(moves, wells[shallow], {x: 0 for x in wells[L.ground]}, budget, 0)
+        bound = explore.descent_bound(moves, wells[shallow], wells[L.ground], 2 ** n)
+        assert bound >= V - 1e-9
+        if budget == 2 ** n:
+            assert bound == pytest.approx(V)
+    moves = explore.Moves(TableScorer(s), [[0, 1]] * n)
+    assert math.isinf(explore.descent_bound(moves, wells[shallow], wells[L.ground], 0))

@@ -15,9 +15,10 @@ out of its budget.
 
 Cost: one search scores at most ``max_states`` states, its descents and all its Dijkstra searches
 together (:class:`Moves` keeps the budget); a search that runs out says so (``finished`` False).
-Where it ran out before every cost between wells was settled, bidirectional searches bracket Gamma
-with at most ``max_states`` states more (:func:`bracket`): 2 ``max_states`` in all, and 2n for a last
-path per cost left unsettled.
+Where it ran out before every cost between wells was settled, :func:`bracket` brackets Gamma with at
+most ``max_states`` states more: descents from the edge of what was scored give upper ends (an exit
+climbs to a saddle and falls into the other well at no cost), forward or bidirectional Dijkstra
+searches lower ones. That is 2 ``max_states`` in all, and 2n for a last path per cost left unsettled.
 """
 from __future__ import annotations
 
@@ -236,12 +237,58 @@ def between(moves: Moves, source: frozenset, target: frozenset, stop_at: int) ->
     return best, best
 
 
-def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, stop_at: int, explore_until: int) -> _Reach:
+def _boundary(moves: Moves, source: frozenset) -> list[tuple[float, tuple]]:
+    """(least cost, state) of the states one move beyond what ``moves`` has scored, reached from
+    ``source`` through scored states only, cheapest first: a Dijkstra search that scores nothing."""
+    tick = itertools.count()
+    heap = [(0.0, next(tick), x) for x in source]
+    cost, edge = {}, []
+    while heap:
+        c, _, x = heapq.heappop(heap)
+        if x in cost:
+            continue
+        cost[x] = c
+        if x not in moves.seen:
+            edge.append((c, x))
+            continue
+        for y, w in _neighbours(moves, x, moves.seen[x], forward=True):
+            if y not in cost:
+                heapq.heappush(heap, (c + w, next(tick), y))
+    return edge
+
+
+def descent_bound(moves: Moves, source: frozenset, target: frozenset, extra: int) -> float:
+    """An upper bound on the least cost from ``source`` to ``target``: the least cost g(y) of a state
+    y just beyond the scored region (:func:`_boundary`) whose steepest zero-cost descent
+    (:func:`descend`) ends in a well that meets ``target``. The descent's moves cost nothing, so the
+    path to y and on down is a path of cost g(y). States are tried cheapest first while ``moves``
+    has scored fewer than ``extra`` states more than it had (inf if none reached ``target``). Where
+    y is the cheapest unsettled state, g(y) is also the lower end of the bracket and it closes: an
+    exit over a saddle falls into the other well at no cost, which the bidirectional search, whose
+    backward side floods the other well's basin, finds late."""
+    stop = moves.opened + extra
+    for c, y in _boundary(moves, source):
+        if moves.opened >= stop:
+            break
+        if moves.budget is not None:
+            moves.budget = max(moves.budget, stop)
+        try:
+            found = descend(moves, y)
+        except OutOfStates:
+            break
+        if any(w & target for w in found):
+            return c
+    return math.inf
+
+
+def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, stop_at: int, explore_until: int,
+              ceiling: float = math.inf) -> _Reach:
     """Least costs from ``well`` to the states of the other wells (``absorbing``: state -> well),
     which are settled but not expanded. Once every target is settled it goes on (looking for wells
     not yet known) while the search as a whole has scored fewer than ``explore_until`` states; it
     stops before scoring a new state once the search as a whole has scored ``stop_at`` states, or when
-    ``moves`` runs out of its budget."""
+    ``moves`` runs out of its budget, or when the least unsettled cost reaches ``ceiling`` (a cost
+    already known to be reachable: the frontier then meets it)."""
     targets = set(absorbing)
     tick = itertools.count()
     heap = [(0.0, next(tick), x) for x in well]
@@ -250,6 +297,8 @@ def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, stop_at: int, expl
         c, _, x = heapq.heappop(heap)
         if x in cost:
             continue
+        if c >= ceiling and x not in absorbing:
+            return _Reach(cost, fixed, not targets, c)
         cost[x] = c
         targets.discard(x)
         if x in absorbing:
@@ -332,10 +381,10 @@ def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> 
 
 def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extra: int) -> tuple[float, float]:
     """Gamma's bracket over the wells found, for a search that did not settle every V. Each V it did
-    not reach is bracketed by :func:`between`, which may score ``extra`` more states in all (shared
+    not reach is bracketed by :func:`_close`, which may score ``extra`` more states in all (shared
     evenly over those V); its lower end is never below ``frontier`` (Dijkstra settles costs in order),
-    and where it met no path, the upper end is the cost of :func:`path_cost` between the wells' first
-    states (up to 2n more states). W(1) and W(2) grow with every entry of V, so Gamma = W(1) - W(2)
+    and where it found no path, the upper end is the cost of :func:`path_cost` between the wells'
+    first states (up to 2n more states). W(1) and W(2) grow with every entry of V, so Gamma = W(1) - W(2)
     lies within [W1(low) - W2(high), W1(high) - W2(low)]; with two wells that is [min low, min high].
     :func:`between` does not keep its paths off third wells: its costs are the least over all paths,
     which give the same W(1) - W(2) (checked against enumerated landscapes in the tests). NaN with
@@ -346,8 +395,7 @@ def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extr
     low, high = V.copy(), V.copy()
     todo = [(a, b) for a in range(m) for b in range(m) if a != b and not np.isfinite(V[a, b])]
     for a, b in todo:
-        moves.budget += extra // len(todo)
-        lo, hi = between(moves, wells[a], wells[b], moves.budget)
+        lo, hi = _close(moves, wells[a], wells[b], frontier[a, b], extra // len(todo))
         if not np.isfinite(hi):
             moves.budget += 2 * len(min(wells[a]))
             hi = path_cost(moves, min(wells[a]), min(wells[b]))
@@ -355,6 +403,23 @@ def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extr
     least = least_weight(low, 1) - least_weight(high, 2)
     most = least_weight(high, 1) - least_weight(low, 2)
     return (max(float(least), 0.0) if np.isfinite(least) else 0.0), float(most)
+
+
+def _close(moves: Moves, source: frozenset, target: frozenset, low: float, extra: int) -> tuple[float, float]:
+    """The bracket of the least cost from ``source`` to ``target`` with at most ``extra`` states more:
+    descents from the scored region's edge (:func:`descent_bound`, half of them) give the upper end;
+    then Dijkstra's search forward from ``source`` (its states already scored are free) raises the
+    lower end until it meets the upper one. Where no descent reached ``target``, the bidirectional
+    :func:`between` spends that half instead."""
+    hi = descent_bound(moves, source, target, extra // 2)
+    moves.budget = moves.opened + extra - extra // 2
+    if np.isfinite(hi):
+        r = _dijkstra(moves, source, {x: 0 for x in target}, moves.budget, 0, ceiling=hi)
+        low = max(low, min((r.cost[x] for x in target if x in r.cost), default=r.frontier))
+    else:
+        lo, hi = between(moves, source, target, moves.budget)
+        low = max(low, lo)
+    return min(low, hi), hi
 
 
 def _shares(moves: Moves, max_states: int, searches_left: int) -> tuple[int, int]:

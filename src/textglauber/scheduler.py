@@ -1,7 +1,8 @@
 """Where a chapter's independent units of work run: one place that turns a setting into a
 :class:`concurrent.futures.Executor`.
 
-- ``serial`` (the default): in this process, one unit after another, torch's threads as they are;
+- ``serial`` (the default): in this process, one unit after another, torch's threads as they are
+  (BLAS at one thread, as on a worker: :data:`BLAS_THREADS`);
 - ``local:N``: a Dask ``LocalCluster`` of N worker processes, one thread each, on this machine;
 - ``tcp://HOST:PORT``: a client of a Dask scheduler that is already running (started with
   ``dask scheduler`` and ``dask worker``, by dask-jobqueue on SLURM or PBS, or by dask-cuda).
@@ -26,6 +27,13 @@ ENV = "TEXTGLAUBER_SCHEDULER"
 LOCAL_RE = re.compile(r"^local:([1-9][0-9]*)$")
 MAX_LOCAL = 64
 CONNECT_S = 5.0
+
+
+BLAS_THREADS = 1
+"""BLAS and OpenMP threads while a unit runs, in this process as on a worker. Dask's nanny starts
+workers with them at one; at two, OpenBLAS's LAPACK gave the serial run an eigenvalue of a nearly
+decomposable kernel that differed from the workers' (t_rel by 0.2% at 8e11 steps, rxnfp n = 8).
+Held at one everywhere, a unit computes the same floats however it is run."""
 
 
 class UnitFailed(RuntimeError):
@@ -112,14 +120,18 @@ def on_worker() -> bool:
 
 def run_unit(unit: str, fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` as one unit of work named ``unit`` (chapter, model, cell): on a worker,
-    with torch at one thread; a failure is :class:`UnitFailed` naming the unit, and memory that ran
+    with torch at one thread; anywhere, with BLAS and OpenMP at one thread while it runs
+    (:data:`BLAS_THREADS`); a failure is :class:`UnitFailed` naming the unit, and memory that ran
     out says so."""
+    from threadpoolctl import threadpool_limits
+
     if on_worker():
         import torch
 
         torch.set_num_threads(1)
     try:
-        return fn(*args, **kwargs)
+        with threadpool_limits(limits=BLAS_THREADS):
+            return fn(*args, **kwargs)
     except MemoryError:
         raise UnitFailed(f"{unit}: out of memory on this worker") from None
     except UnitFailed:

@@ -53,6 +53,20 @@ def test_a_failing_unit_is_named_serially_and_on_workers():
         assert str(exc.value).startswith("traps, escape, model m, cell (1, 2, 0.5): ValueError: invalid literal")
 
 
+def _blas_threads() -> int:
+    from threadpoolctl import threadpool_info
+
+    return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+
+def test_a_unit_runs_blas_on_one_thread_serially_as_on_a_worker():
+    """Dask's nanny starts workers with BLAS at one thread; a serial unit runs it at one thread too
+    (on this machine's two cores BLAS otherwise takes two), and the process gets its threads back."""
+    before = _blas_threads()
+    assert scheduler.run_all([("blas threads", _blas_threads, ())], "serial") == [1]
+    assert _blas_threads() == before
+
+
 def test_units_run_in_two_worker_processes_and_come_back_in_order():
     got = scheduler.run_all([(f"drill {k}", scheduler.drill, (k,)) for k in range(12)], "local:2")
     assert [v for v, _ in got] == [k * k for k in range(12)]

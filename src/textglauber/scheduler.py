@@ -30,10 +30,12 @@ CONNECT_S = 5.0
 
 
 BLAS_THREADS = 1
-"""BLAS and OpenMP threads while a unit runs, in this process as on a worker. Dask's nanny starts
-workers with them at one; at two, OpenBLAS's LAPACK gave the serial run an eigenvalue of a nearly
+"""BLAS threads while a unit runs, in this process as on a worker. Dask's nanny starts workers with
+BLAS at one thread; at two, OpenBLAS's LAPACK gave the serial run an eigenvalue of a nearly
 decomposable kernel that differed from the workers' (t_rel by 0.2% at 8e11 steps, rxnfp n = 8).
-Held at one everywhere, a unit computes the same floats however it is run."""
+Only BLAS is held: OpenMP's threads are torch's, which the serial default leaves at every core for
+speed (so its float32 scores may differ from a worker's in the last digit; at one torch thread a
+serial unit computes the same floats as a worker)."""
 
 
 class UnitFailed(RuntimeError):
@@ -120,9 +122,8 @@ def on_worker() -> bool:
 
 def run_unit(unit: str, fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` as one unit of work named ``unit`` (chapter, model, cell): on a worker,
-    with torch at one thread; anywhere, with BLAS and OpenMP at one thread while it runs
-    (:data:`BLAS_THREADS`); a failure is :class:`UnitFailed` naming the unit, and memory that ran
-    out says so."""
+    with torch at one thread; anywhere, with BLAS at one thread while it runs (:data:`BLAS_THREADS`);
+    a failure is :class:`UnitFailed` naming the unit, and memory that ran out says so."""
     from threadpoolctl import threadpool_limits
 
     if on_worker():
@@ -130,7 +131,7 @@ def run_unit(unit: str, fn, *args, **kwargs):
 
         torch.set_num_threads(1)
     try:
-        with threadpool_limits(limits=BLAS_THREADS):
+        with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
             return fn(*args, **kwargs)
     except MemoryError:
         raise UnitFailed(f"{unit}: out of memory on this worker") from None

@@ -53,18 +53,19 @@ def test_a_failing_unit_is_named_serially_and_on_workers():
         assert str(exc.value).startswith("traps, escape, model m, cell (1, 2, 0.5): ValueError: invalid literal")
 
 
-def _blas_threads() -> int:
+def _threads() -> tuple[int, int]:
     from threadpoolctl import threadpool_info
 
-    return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+    return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), torch.get_num_threads()
 
 
 def test_a_unit_runs_blas_on_one_thread_serially_as_on_a_worker():
     """Dask's nanny starts workers with BLAS at one thread; a serial unit runs it at one thread too
-    (on this machine's two cores BLAS otherwise takes two), and the process gets its threads back."""
-    before = _blas_threads()
-    assert scheduler.run_all([("blas threads", _blas_threads, ())], "serial") == [1]
-    assert _blas_threads() == before
+    (on this machine's two cores BLAS otherwise takes two), leaves torch's threads as they are, and
+    the process gets its BLAS threads back."""
+    blas, torch_threads = _threads()
+    assert scheduler.run_all([("threads", _threads, ())], "serial") == [(1, torch_threads)]
+    assert _threads() == (blas, torch_threads)
 
 
 def test_units_run_in_two_worker_processes_and_come_back_in_order():

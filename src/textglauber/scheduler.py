@@ -46,8 +46,8 @@ def setting(value: str | None = None) -> str:
     """The scheduler setting: ``value``, else :data:`ENV`, else ``serial``; a malformed one is one
     line naming the value and what is allowed."""
     s = (value if value is not None else os.environ.get(ENV, "")).strip() or "serial"
-    m = LOCAL_RE.match(s)
-    if s == "serial" or (m and int(m.group(1)) <= MAX_LOCAL):
+    n = local_workers(s)
+    if s == "serial" or (n is not None and n <= MAX_LOCAL):
         return s
     if s.startswith("tcp://"):
         u = urlparse(s)

@@ -267,11 +267,11 @@ def descent_bound(moves: Moves, source: frozenset, target: frozenset, extra: int
     exit over a saddle falls into the other well at no cost, which the bidirectional search, whose
     backward side floods the other well's basin, finds late."""
     stop = moves.opened + extra
+    if moves.budget is not None:
+        moves.budget = max(moves.budget, stop)
     for c, y in _boundary(moves, source):
         if moves.opened >= stop:
             break
-        if moves.budget is not None:
-            moves.budget = max(moves.budget, stop)
         try:
             found = descend(moves, y)
         except OutOfStates:
@@ -399,7 +399,7 @@ def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extr
         if not np.isfinite(hi):
             moves.budget += 2 * len(min(wells[a]))
             hi = path_cost(moves, min(wells[a]), min(wells[b]))
-        low[a, b], high[a, b] = min(max(lo, frontier[a, b]), hi), hi
+        low[a, b], high[a, b] = min(lo, hi), hi
     least = least_weight(low, 1) - least_weight(high, 2)
     most = least_weight(high, 1) - least_weight(low, 2)
     return (max(float(least), 0.0) if np.isfinite(least) else 0.0), float(most)

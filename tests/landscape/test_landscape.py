@@ -398,3 +398,27 @@ def test_a_descent_from_the_edge_bounds_the_exit_and_meets_it_past_the_saddle(n,
             assert bound == pytest.approx(V)
     moves = explore.Moves(TableScorer(s), [[0, 1]] * n)
     assert math.isinf(explore.descent_bound(moves, wells[shallow], wells[L.ground], 0))
+
+
+def plateau(n: int) -> phase.Scores:
+    """Two wells, all 0 and all 1, each held by 3 logits while the other sites agree with it; every
+    other state lies on one plateau where both tokens of a site score alike (every move costs 0).
+    Each exit costs 3 and crosses the plateau of 2^n - 2 states; Gamma = 3."""
+    def field(i, b):
+        others = [x for x in b if x is not None]
+        return -3.0 if not any(others) else 3.0 if all(others) else 0.0
+    return table(n, field)
+
+
+def test_the_search_crosses_a_plateau_toward_the_other_well():
+    """Dijkstra's searches break ties of cost toward the target, so the exit across a plateau of
+    4094 states is settled with 4n states scored; a search that took ties in the order it met them
+    would score the plateau level by level (every state within n - 1 flips of the source) first."""
+    n = 12
+    s = plateau(n)
+    L = enumerated.two_token_landscape(s)
+    assert len(L.wells) == 2 and L.gamma == pytest.approx(3.0)
+    moves = explore.Moves(TableScorer(s), [[0, 1]] * n)
+    found = explore.search(moves, [(0,) * n, (1,) * n], max_states=4 * n)
+    assert found.finished and found.gamma == pytest.approx(L.gamma) and found.opened <= 4 * n
+    assert explore._toward([(0,) * n, (1,) * 4 + (0,) * (n - 4)])((1,) * n) == n - 4

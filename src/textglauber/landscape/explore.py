@@ -9,7 +9,8 @@ design, the model's whole allowed vocabulary for its own chain). Rows come from 
 How wells are found: from each start, steepest descent (the zero-cost move that gains the most) until
 a state has no zero-cost move (a fixed point) or a state repeats (a zero-cost cycle); a cycle is
 closed by a breadth-first walk over zero-cost moves and its bottom classes are the wells. The
-Dijkstra searches between wells add every fixed point they open. Nothing certifies that every
+Dijkstra searches between wells add every fixed point they open; they break ties of cost toward the
+target (:func:`_toward`), so a plateau of zero-cost moves is crossed, not scored level by level. Nothing certifies that every
 well was found: :class:`Searched` says how many states were opened and whether any search ran
 out of its budget.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import networkx as nx
@@ -201,6 +203,17 @@ def _neighbours(moves: Moves, x: tuple, c: list, forward: bool):
                 yield x[:i] + (int(t),) + x[i + 1:], (float(ci[j]) if forward else into)
 
 
+def _toward(states) -> Callable[[tuple], int]:
+    """Hamming distance from a state to the nearest of ``states`` (0 where there are none). Dijkstra's
+    searches break ties of cost with it: a plateau of equal cost (zero-cost moves) is walked toward
+    the target first, so an exit that crosses one is met before the rest of the plateau is scored.
+    Costs are still settled in order, so every least cost and lower end is as before."""
+    if not states:
+        return lambda y: 0
+    T = np.array(list(states), np.int64)
+    return lambda y: int((T != np.asarray(y, np.int64)).sum(1).min())
+
+
 def between(moves: Moves, source: frozenset, target: frozenset, stop_at: int) -> tuple[float, float]:
     """The least cost from ``source`` to ``target`` (sets of states) bracketed by a bidirectional
     Dijkstra search, forward from ``source`` and backward from ``target``, each step on the side
@@ -209,8 +222,9 @@ def between(moves: Moves, source: frozenset, target: frozenset, stop_at: int) ->
     scored ``stop_at`` states (low: that sum, a lower bound on every path not yet met; high: the
     best path met, inf if none)."""
     tick = itertools.count()
+    near = (_toward(target), _toward(source))
     g = ({x: 0.0 for x in source}, {x: 0.0 for x in target})
-    heaps = ([(0.0, next(tick), x) for x in source], [(0.0, next(tick), x) for x in target])
+    heaps = ([(0.0, 0, next(tick), x) for x in source], [(0.0, 0, next(tick), x) for x in target])
     done: tuple[set, set] = (set(), set())
     best = min((0.0 for x in source if x in target), default=math.inf)
     while heaps[0] and heaps[1]:
@@ -218,7 +232,7 @@ def between(moves: Moves, source: frozenset, target: frozenset, stop_at: int) ->
         if top >= best:
             return best, best
         side = 0 if heaps[0][0][0] <= heaps[1][0][0] else 1
-        c, _, x = heapq.heappop(heaps[side])
+        c, _, _, x = heapq.heappop(heaps[side])
         if x in done[side] or c > g[side][x]:
             continue
         if moves.opened >= stop_at and x not in moves.seen:
@@ -231,7 +245,7 @@ def between(moves: Moves, source: frozenset, target: frozenset, stop_at: int) ->
         for y, w in _neighbours(moves, x, rows, forward=side == 0):
             if c + w < g[side].get(y, math.inf):
                 g[side][y] = c + w
-                heapq.heappush(heaps[side], (c + w, next(tick), y))
+                heapq.heappush(heaps[side], (c + w, near[side](y), next(tick), y))
                 if y in g[1 - side]:
                     best = min(best, c + w + g[1 - side][y])
     return best, best
@@ -290,11 +304,12 @@ def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, stop_at: int, expl
     ``moves`` runs out of its budget, or when the least unsettled cost reaches ``ceiling`` (a cost
     already known to be reachable: the frontier then meets it)."""
     targets = set(absorbing)
+    near = _toward(targets)
     tick = itertools.count()
-    heap = [(0.0, next(tick), x) for x in well]
+    heap = [(0.0, 0, next(tick), x) for x in well]
     cost, fixed = {}, []
     while heap and (targets or moves.opened < explore_until):
-        c, _, x = heapq.heappop(heap)
+        c, _, _, x = heapq.heappop(heap)
         if x in cost:
             continue
         if c >= ceiling and x not in absorbing:
@@ -316,7 +331,7 @@ def _dijkstra(moves: Moves, well: frozenset, absorbing: dict, stop_at: int, expl
                 if t != x[i]:
                     y = x[:i] + (int(t),) + x[i + 1:]
                     if y not in cost:
-                        heapq.heappush(heap, (c + float(ci[j]), next(tick), y))
+                        heapq.heappush(heap, (c + float(ci[j]), near(y), next(tick), y))
     return _Reach(cost, fixed, not targets)
 
 
@@ -381,8 +396,8 @@ def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> 
 
 def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extra: int) -> tuple[float, float]:
     """Gamma's bracket over the wells found, for a search that did not settle every V. Each V it did
-    not reach is bracketed by :func:`_close`, which may score ``extra`` more states in all (shared
-    evenly over those V); its lower end is never below ``frontier`` (Dijkstra settles costs in order),
+    not reach is bracketed by :func:`_close`, which may score ``extra`` more states in all (each V in
+    turn takes an even share of what the ones before it left); its lower end is never below ``frontier`` (Dijkstra settles costs in order),
     and where it found no path, the upper end is the cost of :func:`path_cost` between the wells'
     first states (up to 2n more states). W(1) and W(2) grow with every entry of V, so Gamma = W(1) - W(2)
     lies within [W1(low) - W2(high), W1(high) - W2(low)]; with two wells that is [min low, min high].
@@ -394,8 +409,10 @@ def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extr
         return math.nan, math.nan
     low, high = V.copy(), V.copy()
     todo = [(a, b) for a in range(m) for b in range(m) if a != b and not np.isfinite(V[a, b])]
-    for a, b in todo:
-        lo, hi = _close(moves, wells[a], wells[b], frontier[a, b], extra // len(todo))
+    stop = moves.opened + extra
+    for k, (a, b) in enumerate(todo):
+        share = max(stop - moves.opened, 0) // (len(todo) - k)
+        lo, hi = _close(moves, wells[a], wells[b], frontier[a, b], share)
         if not np.isfinite(hi):
             moves.budget += 2 * len(min(wells[a]))
             hi = path_cost(moves, min(wells[a]), min(wells[b]))
@@ -407,12 +424,13 @@ def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extr
 
 def _close(moves: Moves, source: frozenset, target: frozenset, low: float, extra: int) -> tuple[float, float]:
     """The bracket of the least cost from ``source`` to ``target`` with at most ``extra`` states more:
-    descents from the scored region's edge (:func:`descent_bound`, half of them) give the upper end;
-    then Dijkstra's search forward from ``source`` (its states already scored are free) raises the
-    lower end until it meets the upper one. Where no descent reached ``target``, the bidirectional
-    :func:`between` spends that half instead."""
+    descents from the scored region's edge (:func:`descent_bound`, at most half of them) give the
+    upper end; then Dijkstra's search forward from ``source`` (its states already scored are free)
+    raises the lower end until it meets the upper one. Where no descent reached ``target``, the
+    bidirectional :func:`between` spends what the descents left instead."""
+    start = moves.opened
     hi = descent_bound(moves, source, target, extra // 2)
-    moves.budget = moves.opened + extra - extra // 2
+    moves.budget = start + extra
     if np.isfinite(hi):
         r = _dijkstra(moves, source, {x: 0 for x in target}, moves.budget, 0, ceiling=hi)
         low = max(low, min((r.cost[x] for x in target if x in r.cost), default=r.frontier))

@@ -12,27 +12,52 @@ import torch
 from .engine import couple
 
 
-def grid_experiment(scorer, passages_for, lengths, temperatures, *, pairs: int, budget,
-                    gen: torch.Generator, mode: str = "auto"):
-    """Coupling times over a (T, n) grid: for each n one batched run serves every temperature.
+def grid_experiment(model: dict, passages_for, lengths, temperatures, *, pairs: int, budget,
+                    gen: torch.Generator, device: str | None = "auto", dtype: str | None = "auto",
+                    mode: str = "auto", scheduler: str | None = None):
+    """Coupling times over a (T, n) grid: for each n one batched run serves every temperature, and
+    each n is one unit of work (:func:`length_unit`) on ``scheduler`` (:mod:`textglauber.scheduler`;
+    None: its setting from the environment, serial by default).
 
-    ``budget``: steps, one number for every length or a mapping n -> steps (budgets in sweeps,
-    :func:`textglauber.crossover.budgets`). Each pair starts from two different seed windows.
-    Returns one row per pair with its length's ``budget``; ``run_rows`` is the encoder rows its
-    length's batched run scored (the same on every row of that length)."""
+    ``model``: the chapter's model parameters (:func:`textglauber.models.open_mlm`), or a scorer
+    itself (it must pickle to run on workers). ``budget``:
+    steps, one number for every length or a mapping n -> steps (budgets in sweeps,
+    :func:`textglauber.crossover.budgets`). Each pair starts from two different seed windows. Every
+    length's starts (``passages_for(n, count)``) and seed are drawn from ``gen`` here, in the order
+    of ``lengths``, before any unit runs, so the scheduler changes no row. Returns one row per pair
+    with its length's ``budget``; ``run_rows`` is the encoder rows its length's batched run scored
+    (the same on every row of that length)."""
     import pandas as pd
 
-    rows = []
+    from .scheduler import run_all
+    from .seeding import child_seed
+
     temps = np.repeat(np.asarray(temperatures, float), pairs)
+    units = []
     for n in lengths:
         b = int(budget[n]) if isinstance(budget, dict) else int(budget)
-        starts = passages_for(n, 2 * pairs * len(temperatures))
-        x0, y0 = starts[0::2], starts[1::2]
-        r = couple(scorer, x0, y0, temps, b, gen, mode=mode)
-        for p in range(len(temps)):
-            rows.append({"n": n, "temperature": float(temps[p]), "pair": p, "tau": r.tau[p],
-                         "censored": bool(r.censored[p]), "budget": b, "run_rows": r.rows})
-    return pd.DataFrame(rows)
+        starts = np.asarray(passages_for(n, 2 * pairs * len(temperatures)))
+        units.append((f"crossover, coupling, model {_name(model)}, n = {n}", length_unit,
+                      (model, device, dtype, int(n), starts, temps, b, child_seed(gen), mode)))
+    return pd.DataFrame([row for part in run_all(units, scheduler) for row in part])
+
+
+def length_unit(model: dict, device, dtype, n: int, starts: np.ndarray, temps: np.ndarray, budget: int,
+                seed: int, mode: str) -> list[dict]:
+    """One length's coupled pairs, the even rows of ``starts`` against the odd ones at ``temps``, from
+    a generator seeded with ``seed``: a unit of work that runs the same in this process or on a
+    worker, which loads the model once (:func:`textglauber.models.kept_mlm`)."""
+    from . import models
+
+    scorer = models.kept_mlm(model, device=device, dtype=dtype)[1] if isinstance(model, dict) else model
+    x0, y0 = torch.as_tensor(starts[0::2]), torch.as_tensor(starts[1::2])
+    r = couple(scorer, x0, y0, temps, budget, torch.Generator().manual_seed(int(seed)), mode=mode)
+    return [{"n": n, "temperature": float(temps[p]), "pair": p, "tau": r.tau[p], "censored": bool(r.censored[p]),
+             "budget": budget, "run_rows": r.rows} for p in range(len(temps))]
+
+
+def _name(model) -> str:
+    return str(model["name"]) if isinstance(model, dict) else type(model).__name__
 
 
 def plain_rows(tau, censored, budget: int) -> int:

@@ -43,16 +43,20 @@ def test_makespan_against_an_event_simulation_and_its_limits():
 
 
 def test_the_units_are_the_sections_they_stand_for():
-    """The crossover's units add up to its phase section's work and the traps' units to the escape
-    models' part; a chapter with no units hands out none."""
+    """The crossover's units, one batch per length of its coupling grid and one per model of its
+    phase section, add up to the coupling and phase work, and the traps' units to the escape models'
+    part; a chapter with no units hands out none."""
     spec = P.load_profile("offline")
     cross = P.chapter_parameters("offline", "crossover", spec=spec)
-    units = work.unit_parts("crossover", cross)
-    assert len(units) == len(cross["phase"]["models"])
+    pairs, phase = work.unit_batches("crossover", cross)
+    assert len(pairs) == len(cross["coupling_lengths"]) and len(phase) == len(cross["phase"]["models"])
     whole = work.work_parts("crossover", cross)
-    without = work.work_parts("crossover", {**cross, "phase": {}})
+    no_phase = work.work_parts("crossover", {**cross, "phase": {}})
+    neither = work.work_parts("crossover", {**cross, "phase": {}, "pairs": 0})
     for j in (0, 1):
-        assert sum(u[j] for u in units) == pytest.approx(whole[j] - without[j], rel=1e-9)
+        assert sum(u[j] for u in phase) == pytest.approx(whole[j] - no_phase[j], rel=1e-9)
+        assert sum(u[j] for u in pairs) == pytest.approx(no_phase[j] - neither[j], rel=1e-9)
+    assert work.unit_parts("crossover", cross) == pairs + phase
     traps = P.chapter_parameters("offline", "traps", spec=spec)
     tu = work.unit_parts("traps", traps)
     e = traps["escape"]
@@ -74,19 +78,27 @@ def test_more_workers_never_slow_the_estimate_and_its_floor_is_the_longest_unit(
     # one worker runs every unit on one thread: slower than serially on torch's threads, by the
     # probe's ratio on the units' encoder work at most
     assert serial < got[1].seconds < serial * REF[0] / REF[1] + workers.START_S + 1
-    # with a worker per unit the units end with the longest; the rest is what stays in the notebook
-    units = work.unit_parts("crossover", cross)
+    # with a worker per unit each batch ends with its longest unit, and each batch starts its own
+    # cluster; the rest is what stays in the notebook
+    batches = work.unit_batches("crossover", cross)
     _, b, c = estimates.seconds.constants()["crossover"]
-    in_units = sum(probe.scale(c * bk, b * enc) for enc, bk in units)
-    assert got[8].seconds == pytest.approx(serial - in_units + got[8].largest + workers.START_S, rel=1e-6)
-    # two workers on one core run at half a thread each; eight on two cores, with three units, at 2/3
+    in_units = sum(probe.scale(c * bk, b * enc) for batch in batches for enc, bk in batch)
+    one = [[probe.scale(c * bk + b * enc, 0.0) + workers.TASK_OVERHEAD_S for enc, bk in batch] for batch in batches]
+    assert all(len(batch) <= 8 for batch in batches) and len(batches) == 2
+    assert got[8].seconds == pytest.approx(serial - in_units + sum(map(max, one)) + 2 * workers.START_S, rel=1e-6)
+    assert got[8].largest == pytest.approx(max(map(max, one)), rel=1e-6)
+    # two workers on one core run at half a thread each
     shared = workers.on_workers("crossover", cross, serial, probe, 2, cores=1)
     assert shared.largest == pytest.approx(2 * got[2].largest, rel=1e-3)
+    # eight on two cores run min(8, units) / 2 to a core: the four coupling lengths at 1/2 a thread,
+    # the three phase models at 2/3
     crowded = workers.on_workers("crossover", cross, serial, probe, 8, cores=2)
-    assert crowded.largest == pytest.approx(1.5 * got[8].largest, rel=1e-3)
-    # a last run twice the estimate doubles everything but the start
+    share = [max(min(8, len(batch)) / 2, 1.0) for batch in batches]
+    assert crowded.largest == pytest.approx(max(max((t - workers.TASK_OVERHEAD_S) * k + workers.TASK_OVERHEAD_S
+                                                    for t in batch) for batch, k in zip(one, share)), rel=1e-6)
+    # a last run twice the estimate doubles everything but the starts
     twice = workers.on_workers("crossover", cross, 2 * serial, probe, 2)
-    assert twice.seconds - workers.START_S == pytest.approx(2 * (got[2].seconds - workers.START_S))
+    assert twice.seconds - 2 * workers.START_S == pytest.approx(2 * (got[2].seconds - 2 * workers.START_S))
     assert workers.on_workers("basins", P.chapter_parameters("offline", "basins", spec=spec), 100.0, probe, 2) is None
 
 
@@ -103,7 +115,8 @@ def test_the_plan_prints_the_estimate_on_local_workers(tmp_path, monkeypatch):
     probe = estimates.Probe(lambda: REF)
     cross = workers.on_workers("crossover", P.chapter_parameters("offline", "crossover", spec=spec),
                                serial["crossover"], probe, 2, plan.machine()["cores"])
-    assert f"crossover: ~{plan.duration(cross.seconds)} (serially ~{plan.duration(serial['crossover'])}; 3 units" in text
+    units = len(work.unit_parts("crossover", P.chapter_parameters("offline", "crossover", spec=spec)))
+    assert f"crossover: ~{plan.duration(cross.seconds)} (serially ~{plan.duration(serial['crossover'])}; {units} units" in text
     monkeypatch.setenv("TEXTGLAUBER_SCHEDULER", "serial")
     out = io.StringIO()
     plan.announce("offline", spec, ["crossover"], tmp_path / "b", tmp_path / "r", forced="--force", artifacts=[],
@@ -123,6 +136,6 @@ def test_the_projection_prices_only_what_is_handed_out():
     assert (some["hours on 64 workers"] <= some["hours on 2 workers"] + 1e-12).all()
     assert (some["hours on 2 workers"] < some["hours serially"]).all()
     text = report.workers_sentence(t, "offline")
-    assert "crossover (3 units) and traps (3 units)" in text and f"{t['hours serially'].sum():.3g} h" in text
+    assert f"crossover ({some.units['crossover']} units) and traps (3 units)" in text and f"{t['hours serially'].sum():.3g} h" in text
     assert "no chapter hand" in report.workers_sentence(t.assign(units=0), "offline")
     assert "no projection" in report.workers_sentence(t.iloc[:0], "offline")

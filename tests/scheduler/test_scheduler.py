@@ -174,6 +174,7 @@ def test_a_scheduler_and_workers_started_from_the_command_line_give_the_same_tab
     assert [v for v, _ in got] == [k * k for k in range(12)]
     assert len({pid for _, pid in got}) == 2 and os.getpid() not in {pid for _, pid in got}
     _same_phase(_serial_at_one_thread(), _phase(addr))
+    pd.testing.assert_frame_equal(_at_one_thread(lambda: _coupling("serial")), _coupling(addr), check_exact=True)
 
 
 ESCAPE = {"models": [{"name": "tiny-mlm"}, {"name": "tiny-mlm", "whole_words": True}], "seq_len": 6, "traps": 2,
@@ -196,3 +197,30 @@ def test_the_escape_section_is_identical_serially_and_on_two_workers():
     assert len(serial[0]) and len(serial[1]) and len(serial[2])
     for a, b, name in zip(serial, _escape("local:2"), ("cells", "fits", "preprint")):
         pd.testing.assert_frame_equal(a, b, check_exact=True, obj=name)
+
+
+MODEL = {"name": "tiny-mlm", "corpus": "tiny"}
+
+
+def _coupling(where):
+    """Chapter 3's coupling grid on the tiny MLM, one unit per length."""
+    from textglauber import corpus, coupling, models
+
+    lm, scorer = models.kept_mlm(MODEL, device="cpu", dtype="float32")
+    gen = torch.Generator().manual_seed(0)
+
+    def passages_for(n, count):
+        return corpus.windows(lm.tokenizer, "tiny", n, count, int(torch.randint(2**31 - 1, (1,), generator=gen)),
+                              vocab=scorer.vocab)
+
+    return coupling.grid_experiment(MODEL, passages_for, [4, 6, 8], [0.5, 2.0], pairs=3, budget={4: 80, 6: 120, 8: 160},
+                                    gen=gen, device="cpu", dtype="float32", scheduler=where)
+
+
+def test_the_coupling_grid_is_identical_serially_and_on_two_workers():
+    """One unit per length, its starts and seed drawn before any unit runs: the pairs' coupling times
+    and rows scored bit for bit, serially (at the workers' one thread) and on two workers; the grid
+    is not all censored, so the times are compared, not only NaNs."""
+    serial = _at_one_thread(lambda: _coupling("serial"))
+    assert sorted(serial.n.unique()) == [4, 6, 8] and len(serial) == 3 * 2 * 3 and (~serial.censored).any()
+    pd.testing.assert_frame_equal(serial, _coupling("local:2"), check_exact=True)

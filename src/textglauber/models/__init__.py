@@ -29,7 +29,7 @@ The parts, each importing only those above it:
 - ``lookup``     :func:`resolve`: from a name to its files
 - ``headers``, ``folders``  what a model's files are, read without loading them
 - ``loading``    :func:`load`, :func:`tokenizer`, :class:`LoadedModel`
-- ``scorers``    :class:`MaskedLMScorer`, :class:`CausalLMScorer`, :func:`open_mlm`
+- ``scorers``    :class:`MaskedLMScorer`, :class:`CausalLMScorer`, :func:`open_mlm`, :func:`kept_mlm`
 - ``preflight``  :func:`check_models`, :func:`length_problems`, :func:`token_problems`, :func:`wanted_models`,
   :func:`or_skip`
 """
@@ -38,11 +38,11 @@ from .loading import CAUSAL_KINDS, MLM_KINDS, LoadedModel, load, loading_report,
 from .lookup import resolve
 from .preflight import (Wanted, check_available, check_models, config_positions, length_problems, or_skip,
                         token_problems, wanted_models)
-from .scorers import CausalLMScorer, MaskedLMScorer, head_parts, open_mlm
+from .scorers import CausalLMScorer, MaskedLMScorer, head_parts, kept_mlm, open_mlm
 from .source import ModelMismatchError, ModelSource, ModelUnavailableError
 
 __all__ = ["CAUSAL_KINDS", "MLM_KINDS", "ROLES", "CausalLMScorer", "LoadedModel", "MaskedLMScorer",
            "ModelMismatchError", "ModelSource", "ModelUnavailableError", "Wanted", "check_available",
            "check_models", "config_positions", "folder_problems", "head_parts", "length_problems", "load",
-           "loading_report", "model_folder", "model_kind", "open_mlm", "or_skip", "resolve", "special_frame",
+           "kept_mlm", "loading_report", "model_folder", "model_kind", "open_mlm", "or_skip", "resolve", "special_frame",
            "token_problems", "tokenizer", "wanted_models"]

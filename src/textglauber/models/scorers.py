@@ -6,6 +6,8 @@ on the rows being scored and only on the columns of the allowed vocabulary, so t
 B x |A|, never B x n x V."""
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from typing import Callable
 
 import torch
@@ -249,3 +251,24 @@ def open_mlm(spec: dict, device: str | None = "auto", dtype: str | None = "auto"
         raise ValueError(f"model {spec['name']!r}: {exc} (its allowed tokens must be tokens of its own vocabulary; "
                          "the build's pre-flight names the parameter that lists them)") from None
     return lm, MaskedLMScorer(lm, vocab)
+
+
+KEPT_MODELS = 2
+"""Models :func:`kept_mlm` holds in one process at once (the least recently used goes first)."""
+
+_KEPT: OrderedDict = OrderedDict()
+
+
+def kept_mlm(spec: dict, device: str | None = "auto", dtype: str | None = "auto"):
+    """:func:`open_mlm`, loaded once per process for the same (spec, device, dtype): a worker that
+    runs several units of one model loads it once, and a chapter that opens its model here shares
+    it with the units it runs in its own process (:mod:`textglauber.scheduler`)."""
+    key = (json.dumps(spec, sort_keys=True, default=str), device, dtype)
+    if key in _KEPT:
+        _KEPT.move_to_end(key)
+        return _KEPT[key]
+    opened = open_mlm(spec, device, dtype)
+    _KEPT[key] = opened
+    while len(_KEPT) > KEPT_MODELS:
+        _KEPT.popitem(last=False)
+    return opened

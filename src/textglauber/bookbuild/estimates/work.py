@@ -84,11 +84,14 @@ def _crossover_work(p: dict) -> float:
         steps = int(p["sweeps"]) * n if "sweeps" in p else int(p["steps"])
         per_step = step_cost(name, n) + _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
         work += int(p["trials"]) * len(p["drift_temperatures"]) * steps * per_step
-    for n in p.get("coupling_lengths") or p["lengths"]:
-        budget = int(p["budget_sweeps"]) * n if "budget_sweeps" in p else int(p["budget"])
-        work += (COUPLING_SHARE * 2 * int(p["pairs"]) * len(p["coupling_temperatures"]) * budget
-                 * step_cost(name, n))
+    work += sum(_coupling_work(p, n) for n in p.get("coupling_lengths") or p["lengths"])
     return work + _phase_work(p.get("phase") or {})
+
+
+def _coupling_work(p: dict, n: int) -> float:
+    """One coupling length (one unit of work): every pair of every temperature for its budget."""
+    budget = int(p["budget_sweeps"]) * n if "budget_sweeps" in p else int(p["budget"])
+    return COUPLING_SHARE * 2 * int(p["pairs"]) * len(p["coupling_temperatures"]) * budget * step_cost(_name(p["model"]), n)
 
 
 def _phase_work(ph: dict) -> float:
@@ -220,28 +223,39 @@ _WORK = {"incompatibility": _incompatibility_work, "bounds": _bounds_work, "cros
          "traps": _traps_work, "basins": _basins_work, "ground_truth": _ground_truth_work}
 
 
-def _units(chapter: str, prm: dict) -> list:
-    """Counters of the units a chapter hands to the scheduler, in the order it submits them."""
-    if chapter == "crossover" and prm.get("phase"):
-        ph = prm["phase"]
-        return [lambda m=m: _phase_work({**ph, "models": [m]}) for m in _items(ph.get("models"))]
+def _batches(chapter: str, prm: dict) -> list[list]:
+    """Counters of the units a chapter hands to the scheduler, in the order it submits them, one list
+    per batch (one :func:`textglauber.scheduler.run_all`, which waits for all of its units)."""
+    if chapter == "crossover":
+        ph = prm.get("phase") or {}
+        return [b for b in ([lambda n=n: _coupling_work(prm, n) for n in prm.get("coupling_lengths") or prm.get("lengths") or []],
+                            [lambda m=m: _phase_work({**ph, "models": [m]}) for m in _items(ph.get("models"))]) if b]
     if chapter == "traps" and prm.get("escape"):
         e = prm["escape"]
-        return [lambda m=m: _escape_model_work(e, m) for m in _items(e.get("models"))]
+        return [[lambda m=m: _escape_model_work(e, m) for m in _items(e.get("models"))]]
     return []
 
 
-def unit_parts(chapter: str, prm: dict) -> list[tuple[float, float]]:
+def unit_batches(chapter: str, prm: dict) -> list[list[tuple[float, float]]]:
     """(encoder, bookkeeping) work of each unit a chapter hands to the scheduler
-    (:mod:`textglauber.scheduler`), in the order it submits them: one per model of the crossover's
-    phase section and of the traps' escape section; empty for a chapter that hands out none."""
+    (:mod:`textglauber.scheduler`), in the order it submits them, one list per batch: the crossover
+    hands out one unit per length of its coupling grid, then one per model of its phase section;
+    the traps one per model of the escape section; empty for a chapter that hands out none."""
     out = []
-    for count in _units(chapter, prm):
-        with counting("encoder"):
-            encoder = count()
-        with counting("bookkeeping"):
-            out.append((encoder, count()))
+    for batch in _batches(chapter, prm):
+        parts = []
+        for count in batch:
+            with counting("encoder"):
+                encoder = count()
+            with counting("bookkeeping"):
+                parts.append((encoder, count()))
+        out.append(parts)
     return out
+
+
+def unit_parts(chapter: str, prm: dict) -> list[tuple[float, float]]:
+    """Every unit of :func:`unit_batches`, in order."""
+    return [u for batch in unit_batches(chapter, prm) for u in batch]
 
 
 def work_parts(chapter: str, prm: dict) -> tuple[float, float] | None:

@@ -1,13 +1,16 @@
 """A chapter's time with its independent units on N workers (:mod:`textglauber.scheduler`): the
 plan's N-worker line and the cost appendix's projections.
 
-The model. A chapter's serial time splits into its units (:func:`.work.unit_parts`: one per model
-of the crossover's phase section and of the traps' escape section), priced as the chapter is (its
+The model. A chapter's serial time splits into its units (:func:`.work.unit_batches`: one per
+length of the crossover's coupling grid and one per model of its phase section, one per model of
+the traps' escape section), priced as the chapter is (its
 fitted seconds per unit of work, the encoder at the probe's reading on torch's threads), and the
 rest, which stays in the notebook's process and does not change. On a worker a unit runs on one
 thread (the probe's one-thread reading for all its work) plus :data:`TASK_OVERHEAD_S`. Dask hands
 the units out in the order they are submitted, each to the first worker free, so the units take
-that schedule's makespan (:func:`makespan`). Starting the workers costs :data:`START_S` once. On one
+that schedule's makespan (:func:`makespan`); a batch waits for all of its units before the next
+is handed out. Starting the workers costs :data:`START_S` once a batch (each starts its own
+cluster). On one
 machine the workers share its cores: past the cores, each of the min(N, units) workers busy at
 once runs at cores/min(N, units) of a thread.
 
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 from .probing import Probe
 from .seconds import constants, estimate
-from .work import unit_parts
+from .work import unit_batches, unit_parts
 
 START_S = 3.1
 """Seconds from asking for a ``local:2`` cluster to its first unit's result, the workers' imports of
@@ -61,18 +64,22 @@ def on_workers(chapter: str, prm: dict, serial_s: float, probe_: Probe, workers:
     plan's number: a last run here, or the estimate) and the split of the work model; ``cores``: the
     cores they share when they run on one machine (None: each has its own). None for a chapter that
     hands out no units or has no fitted constants."""
-    got, parts = constants().get(chapter), unit_parts(chapter, prm)
-    modelled = estimate(chapter, prm, probe_) if got is not None and parts else None
+    got, batches = constants().get(chapter), unit_batches(chapter, prm)
+    modelled = estimate(chapter, prm, probe_) if got is not None and batches else None
     if not modelled:
         return None
     _, per_encoder, per_book = got
-    in_units = [probe_.scale(per_book * books, per_encoder * enc) for enc, books in parts]
-    share = max(min(workers, len(parts)) / cores, 1.0) if cores else 1.0     # workers busy at once per core
-    on_one = [probe_.scale(per_book * books + per_encoder * enc, 0.0) * share + TASK_OVERHEAD_S for enc, books in parts]
-    rest = max(modelled - sum(in_units), 0.0)
+    in_units, spans, largest = 0.0, 0.0, 0.0
+    for parts in batches:
+        in_units += sum(probe_.scale(per_book * books, per_encoder * enc) for enc, books in parts)
+        share = max(min(workers, len(parts)) / cores, 1.0) if cores else 1.0     # workers busy at once per core
+        on_one = [probe_.scale(per_book * books + per_encoder * enc, 0.0) * share + TASK_OVERHEAD_S
+                  for enc, books in parts]
+        spans, largest = spans + makespan(on_one, workers), max(largest, max(on_one))
+    rest = max(modelled - in_units, 0.0)
     scale = serial_s / modelled                  # a last run's own speed carries over to the parts
-    seconds = (rest + makespan(on_one, workers)) * scale + START_S
-    return OnWorkers(seconds, serial_s, len(parts), max(on_one) * scale)
+    seconds = (rest + spans) * scale + START_S * len(batches)
+    return OnWorkers(seconds, serial_s, sum(map(len, batches)), largest * scale)
 
 
 def projection(profile: str, counts: list[int]) -> "pd.DataFrame":

@@ -54,6 +54,24 @@ class Embedder:
         return out.reshape(states.shape[:-1] + (out.shape[-1],))
 
 
+KEPT_EMBEDDERS = 2
+"""Embedders :func:`kept_embedder` holds in one process at once (the least recently used goes first)."""
+
+_KEPT: dict = {}
+
+
+def kept_embedder(kind: str, lm) -> Embedder:
+    """:func:`embedder`, built once per process for the same kind and model object: a worker that runs
+    several drift units loads a sentence model once, and the chapter shares it with the units it
+    runs in its own process."""
+    key = (kind, id(lm))
+    if key not in _KEPT:
+        _KEPT[key] = (embedder(kind, lm), lm)         # lm held with it, so its id is not reused
+        while len(_KEPT) > KEPT_EMBEDDERS:
+            del _KEPT[next(iter(_KEPT))]
+    return _KEPT[key][0]
+
+
 def embedder(kind: str, lm=None, batch: int = 256) -> Embedder:
     """Build an embedder; ``lm`` (a LoadedModel) decodes states for sentence models and runs ``self``."""
     if kind == "hamming":
@@ -170,45 +188,76 @@ class DriftTracker:
         return np.asarray(self.rec_steps), np.stack(self.rec_d)
 
 
-def drift_experiment(scorer, emb: Embedder, passages_for, lengths, temperatures, *, trials: int, steps,
-                     record_every: int, deltas, gen: torch.Generator, block: int = 100, progress: bool = False):
+def drift_experiment(model, emb, passages_for, lengths, temperatures, *, trials: int, steps, record_every: int,
+                     deltas, gen: torch.Generator, block: int = 100, device: str | None = "auto",
+                     dtype: str | None = "auto", progress: bool = False, scheduler: str | None = None):
     """Chains from seed windows at every (T, n); returns (per-chain table, drift-curve table).
 
-    ``passages_for(n, count)`` gives (count, n) seed windows. ``steps``: the budget, one number of
-    steps for every length or a mapping n -> steps (budgets in sweeps,
+    ``model``: the chapter's model parameters (:func:`textglauber.models.open_mlm`) with ``emb`` the
+    embedder's kind (:func:`embedder`), or a scorer with an :class:`Embedder` (they must pickle to
+    run on workers). ``passages_for(n, count)`` gives (count, n) seed windows. ``steps``: the budget,
+    one number of steps for every length or a mapping n -> steps (budgets in sweeps,
     :func:`textglauber.crossover.budgets`). Per chain and threshold delta in ``deltas``: the first
     step with d_t >= delta (exact, see DriftTracker; censored at its length's budget, a ``budget``
     column of the per-chain table).
     The curve table holds the median, mean and quartiles of d_t at every ``record_every`` steps.
     Chains run in blocks of ``block`` steps (one seed from ``gen`` per block) so that only one
-    block of states is held at a time."""
+    block of states is held at a time. Each (n, T) is one unit of work (:func:`drift_unit`) on
+    ``scheduler`` (:mod:`textglauber.scheduler`; None: its setting from the environment, serial by
+    default); every length's windows and every block's seed are drawn from ``gen`` here, in order,
+    before any unit runs, so the scheduler changes no row."""
+    import pandas as pd
+
+    from .scheduler import run_all
+
+    units = []
+    for n in lengths:
+        init = np.asarray(passages_for(n, trials))
+        budget = int(steps[n]) if isinstance(steps, dict) else int(steps)
+        for T in temperatures:
+            seeds = [child_seed(gen) for _ in range(0, budget, block)]
+            units.append((f"crossover, drift, model {_name(model)}, n = {n}, T = {float(T):g}", drift_unit,
+                          (model, emb, device, dtype, int(n), float(T), init, seeds, budget, record_every,
+                           deltas, block, progress)))
+    parts = run_all(units, scheduler)
+    return (pd.DataFrame([row for rows, _ in parts for row in rows]),
+            pd.concat([curve for _, curve in parts], ignore_index=True))
+
+
+def drift_unit(model, emb, device, dtype, n: int, T: float, init: np.ndarray, seeds: list[int], budget: int,
+               record_every: int, deltas, block: int, progress: bool = False):
+    """The chains of one (n, T) cell from ``init``, block by block with ``seeds``: (per-chain rows,
+    drift-curve table). A unit of work that runs the same in this process or on a worker, which
+    loads the model and the embedder once (:func:`textglauber.models.kept_mlm`, :func:`kept_embedder`)."""
     import pandas as pd
 
     from .engine import ChainSpec, run
 
-    rows, curves = [], []
-    for n in lengths:
-        init = passages_for(n, trials)
-        budget = int(steps[n]) if isinstance(steps, dict) else int(steps)
-        for T in temperatures:
-            tracker = DriftTracker(emb, init.numpy(), deltas, record_every)
-            x = init.clone()
-            for start in range(0, budget, block):
-                seed = child_seed(gen)
-                r = run(scorer, x, ChainSpec(temperature=float(T), steps=min(block, budget - start), record_every=1,
-                                             checkpoint_every=block), seed=seed, progress=progress)
-                tracker.update(r.states[1:])
-                x = torch.as_tensor(r.states[-1])
-            for j, delta in enumerate(tracker.deltas):
-                for b in range(trials):
-                    tau = tracker.tau[j, b]
-                    rows.append({"n": n, "temperature": float(T), "delta": float(delta), "chain": b, "tau": tau,
-                                 "censored": bool(np.isnan(tau)), "budget": budget})
-            rs, d = tracker.curves()
-            curves.append(pd.DataFrame({"n": n, "temperature": float(T), "step": rs, "mean_drift": d.mean(1),
-                                        "median_drift": np.median(d, axis=1), "q25": np.quantile(d, 0.25, axis=1),
-                                        "q75": np.quantile(d, 0.75, axis=1)}))
-    return pd.DataFrame(rows), pd.concat(curves, ignore_index=True)
+    if isinstance(model, dict):
+        from . import models
+
+        lm, scorer = models.kept_mlm(model, device=device, dtype=dtype)
+        emb = kept_embedder(emb, lm) if isinstance(emb, str) else emb
+    else:
+        scorer = model
+    tracker = DriftTracker(emb, init, deltas, record_every)
+    x = torch.as_tensor(init).clone()
+    for start, seed in zip(range(0, budget, block), seeds):
+        r = run(scorer, x, ChainSpec(temperature=T, steps=min(block, budget - start), record_every=1,
+                                     checkpoint_every=block), seed=seed, progress=progress)
+        tracker.update(r.states[1:])
+        x = torch.as_tensor(r.states[-1])
+    rows = [{"n": n, "temperature": T, "delta": float(delta), "chain": b, "tau": tracker.tau[j, b],
+             "censored": bool(np.isnan(tracker.tau[j, b])), "budget": budget}
+            for j, delta in enumerate(tracker.deltas) for b in range(len(init))]
+    rs, d = tracker.curves()
+    return rows, pd.DataFrame({"n": n, "temperature": T, "step": rs, "mean_drift": d.mean(1),
+                               "median_drift": np.median(d, axis=1), "q25": np.quantile(d, 0.25, axis=1),
+                               "q75": np.quantile(d, 0.75, axis=1)})
+
+
+def _name(model) -> str:
+    return str(model["name"]) if isinstance(model, dict) else type(model).__name__
 
 
 def censored_median(tau: np.ndarray, censored: np.ndarray, budget: float, seed: int = 0) -> dict:

@@ -43,20 +43,24 @@ def test_makespan_against_an_event_simulation_and_its_limits():
 
 
 def test_the_units_are_the_sections_they_stand_for():
-    """The crossover's units, one batch per length of its coupling grid and one per model of its
-    phase section, add up to the coupling and phase work, and the traps' units to the escape models'
-    part; a chapter with no units hands out none."""
+    """The crossover's units, a batch of its drift cells (length, temperature), one of its coupling
+    lengths and one of its phase models, add up to the chapter's whole work, each batch to its
+    section's, and the traps' units to the escape models' part; a chapter with no units hands out none."""
     spec = P.load_profile("offline")
     cross = P.chapter_parameters("offline", "crossover", spec=spec)
-    pairs, phase = work.unit_batches("crossover", cross)
+    drift, pairs, phase = work.unit_batches("crossover", cross)
+    assert len(drift) == len(cross["lengths"]) * len(cross["drift_temperatures"])
     assert len(pairs) == len(cross["coupling_lengths"]) and len(phase) == len(cross["phase"]["models"])
     whole = work.work_parts("crossover", cross)
     no_phase = work.work_parts("crossover", {**cross, "phase": {}})
-    neither = work.work_parts("crossover", {**cross, "phase": {}, "pairs": 0})
+    no_pairs = work.work_parts("crossover", {**cross, "phase": {}, "pairs": 0})
+    nothing = work.work_parts("crossover", {**cross, "phase": {}, "pairs": 0, "trials": 0})
     for j in (0, 1):
         assert sum(u[j] for u in phase) == pytest.approx(whole[j] - no_phase[j], rel=1e-9)
-        assert sum(u[j] for u in pairs) == pytest.approx(no_phase[j] - neither[j], rel=1e-9)
-    assert work.unit_parts("crossover", cross) == pairs + phase
+        assert sum(u[j] for u in pairs) == pytest.approx(no_phase[j] - no_pairs[j], rel=1e-9)
+        assert sum(u[j] for u in drift) == pytest.approx(no_pairs[j] - nothing[j], rel=1e-9)
+        assert nothing[j] == 0
+    assert work.unit_parts("crossover", cross) == drift + pairs + phase
     traps = P.chapter_parameters("offline", "traps", spec=spec)
     tu = work.unit_parts("traps", traps)
     e = traps["escape"]
@@ -84,21 +88,22 @@ def test_more_workers_never_slow_the_estimate_and_its_floor_is_the_longest_unit(
     _, b, c = estimates.seconds.constants()["crossover"]
     in_units = sum(probe.scale(c * bk, b * enc) for batch in batches for enc, bk in batch)
     one = [[probe.scale(c * bk + b * enc, 0.0) + workers.TASK_OVERHEAD_S for enc, bk in batch] for batch in batches]
-    assert all(len(batch) <= 8 for batch in batches) and len(batches) == 2
-    assert got[8].seconds == pytest.approx(serial - in_units + sum(map(max, one)) + 2 * workers.START_S, rel=1e-6)
+    assert len(batches) == 3
+    ends = sum(workers.makespan(batch, 8) for batch in one)
+    assert got[8].seconds == pytest.approx(serial - in_units + ends + 3 * workers.START_S, rel=1e-6)
     assert got[8].largest == pytest.approx(max(map(max, one)), rel=1e-6)
     # two workers on one core run at half a thread each
     shared = workers.on_workers("crossover", cross, serial, probe, 2, cores=1)
     assert shared.largest == pytest.approx(2 * got[2].largest, rel=1e-3)
-    # eight on two cores run min(8, units) / 2 to a core: the four coupling lengths at 1/2 a thread,
-    # the three phase models at 2/3
+    # eight on two cores run min(8, units) / 2 to a core: the drift cells at 1/4 of a thread, the four
+    # coupling lengths at 1/2, the three phase models at 2/3
     crowded = workers.on_workers("crossover", cross, serial, probe, 8, cores=2)
     share = [max(min(8, len(batch)) / 2, 1.0) for batch in batches]
     assert crowded.largest == pytest.approx(max(max((t - workers.TASK_OVERHEAD_S) * k + workers.TASK_OVERHEAD_S
                                                     for t in batch) for batch, k in zip(one, share)), rel=1e-6)
     # a last run twice the estimate doubles everything but the starts
     twice = workers.on_workers("crossover", cross, 2 * serial, probe, 2)
-    assert twice.seconds - 2 * workers.START_S == pytest.approx(2 * (got[2].seconds - 2 * workers.START_S))
+    assert twice.seconds - 3 * workers.START_S == pytest.approx(2 * (got[2].seconds - 3 * workers.START_S))
     assert workers.on_workers("basins", P.chapter_parameters("offline", "basins", spec=spec), 100.0, probe, 2) is None
 
 

@@ -202,17 +202,21 @@ def test_the_escape_section_is_identical_serially_and_on_two_workers():
 MODEL = {"name": "tiny-mlm", "corpus": "tiny"}
 
 
-def _coupling(where):
-    """Chapter 3's coupling grid on the tiny MLM, one unit per length."""
-    from textglauber import corpus, coupling, models
+def _passages(gen):
+    """The chapter's passages_for on the tiny MLM's corpus, each call seeded from ``gen``."""
+    from textglauber import corpus, models
 
     lm, scorer = models.kept_mlm(MODEL, device="cpu", dtype="float32")
+    return lambda n, count: corpus.windows(lm.tokenizer, "tiny", n, count,
+                                           int(torch.randint(2**31 - 1, (1,), generator=gen)), vocab=scorer.vocab)
+
+
+def _coupling(where):
+    """Chapter 3's coupling grid on the tiny MLM, one unit per length."""
+    from textglauber import coupling
+
     gen = torch.Generator().manual_seed(0)
-
-    def passages_for(n, count):
-        return corpus.windows(lm.tokenizer, "tiny", n, count, int(torch.randint(2**31 - 1, (1,), generator=gen)),
-                              vocab=scorer.vocab)
-
+    passages_for = _passages(gen)
     return coupling.grid_experiment(MODEL, passages_for, [4, 6, 8], [0.5, 2.0], pairs=3, budget={4: 80, 6: 120, 8: 160},
                                     gen=gen, device="cpu", dtype="float32", scheduler=where)
 
@@ -224,3 +228,24 @@ def test_the_coupling_grid_is_identical_serially_and_on_two_workers():
     serial = _at_one_thread(lambda: _coupling("serial"))
     assert sorted(serial.n.unique()) == [4, 6, 8] and len(serial) == 3 * 2 * 3 and (~serial.censored).any()
     pd.testing.assert_frame_equal(serial, _coupling("local:2"), check_exact=True)
+
+
+def _drift(where):
+    """Chapter 3's drift chains on the tiny MLM, its own encoder as the embedder, one unit per (n, T)."""
+    from textglauber import semantics
+
+    gen = torch.Generator().manual_seed(0)
+    passages_for = _passages(gen)
+    return semantics.drift_experiment(MODEL, "self", passages_for, [4, 6], [1.0, 2.0], trials=3, steps={4: 40, 6: 60},
+                                      record_every=5, deltas=[0.05, 0.2], gen=gen, block=20, device="cpu",
+                                      dtype="float32", scheduler=where)
+
+
+def test_the_drift_chains_are_identical_serially_and_on_two_workers():
+    """One unit per (n, T), every block's seed drawn before any unit runs: hitting times and drift
+    curves bit for bit, serially (at the workers' one thread) and on two workers; some chains hit."""
+    chains, curves = _at_one_thread(lambda: _drift("serial"))
+    assert len(chains) == 2 * 2 * 2 * 3 and (~chains.censored).any() and (curves.mean_drift > 0).any()
+    chains2, curves2 = _drift("local:2")
+    pd.testing.assert_frame_equal(chains, chains2, check_exact=True)
+    pd.testing.assert_frame_equal(curves, curves2, check_exact=True)

@@ -77,15 +77,18 @@ PHASE_CELL = 0.01   # a phase cell's linear algebra per state, in rows (about 1 
 
 
 def _crossover_work(p: dict) -> float:
-    m = p["model"]
-    name = _name(m)
-    work = 0.0
-    for n in p["lengths"]:
-        steps = int(p["sweeps"]) * n if "sweeps" in p else int(p["steps"])
-        per_step = step_cost(name, n) + _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
-        work += int(p["trials"]) * len(p["drift_temperatures"]) * steps * per_step
+    work = sum(_drift_work(p, n) for n in p["lengths"] for _ in p["drift_temperatures"])
     work += sum(_coupling_work(p, n) for n in p.get("coupling_lengths") or p["lengths"])
     return work + _phase_work(p.get("phase") or {})
+
+
+def _drift_work(p: dict, n: int) -> float:
+    """One drift cell (n, T) (one unit of work): ``trials`` chains for the length's budget, the
+    embedder at every recording."""
+    m = p["model"]
+    steps = int(p["sweeps"]) * n if "sweeps" in p else int(p["steps"])
+    per_step = step_cost(_name(m), n) + _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
+    return int(p["trials"]) * steps * per_step
 
 
 def _coupling_work(p: dict, n: int) -> float:
@@ -228,8 +231,10 @@ def _batches(chapter: str, prm: dict) -> list[list]:
     per batch (one :func:`textglauber.scheduler.run_all`, which waits for all of its units)."""
     if chapter == "crossover":
         ph = prm.get("phase") or {}
-        return [b for b in ([lambda n=n: _coupling_work(prm, n) for n in prm.get("coupling_lengths") or prm.get("lengths") or []],
-                            [lambda m=m: _phase_work({**ph, "models": [m]}) for m in _items(ph.get("models"))]) if b]
+        drift = [lambda n=n: _drift_work(prm, n) for n in prm.get("lengths") or [] for _ in prm.get("drift_temperatures") or []]
+        pairs = [lambda n=n: _coupling_work(prm, n) for n in prm.get("coupling_lengths") or prm.get("lengths") or []]
+        phase = [lambda m=m: _phase_work({**ph, "models": [m]}) for m in _items(ph.get("models"))]
+        return [b for b in (drift, pairs, phase) if b]
     if chapter == "traps" and prm.get("escape"):
         e = prm["escape"]
         return [[lambda m=m: _escape_model_work(e, m) for m in _items(e.get("models"))]]
@@ -239,7 +244,8 @@ def _batches(chapter: str, prm: dict) -> list[list]:
 def unit_batches(chapter: str, prm: dict) -> list[list[tuple[float, float]]]:
     """(encoder, bookkeeping) work of each unit a chapter hands to the scheduler
     (:mod:`textglauber.scheduler`), in the order it submits them, one list per batch: the crossover
-    hands out one unit per length of its coupling grid, then one per model of its phase section;
+    hands out one unit per (length, temperature) of its drift chains, then one per length of its
+    coupling grid, then one per model of its phase section;
     the traps one per model of the escape section; empty for a chapter that hands out none."""
     out = []
     for batch in _batches(chapter, prm):

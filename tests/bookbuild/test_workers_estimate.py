@@ -137,10 +137,11 @@ def test_the_projection_prices_only_what_is_handed_out():
     none = t[t.units == 0]
     assert len(none) and (none["hours on 64 workers"] == none["hours serially"]).all()
     some = t[t.units > 0].set_index("chapter")
-    assert set(some.index) == {"crossover", "traps"}
+    assert set(some.index) == {"crossover", "incompatibility", "traps"}
     assert (some["hours on 64 workers"] <= some["hours on 2 workers"] + 1e-12).all()
     assert (some["hours on 2 workers"] < some["hours serially"]).all()
     text = report.workers_sentence(t, "offline")
-    assert f"crossover ({some.units['crossover']} units) and traps (3 units)" in text and f"{t['hours serially'].sum():.3g} h" in text
+    assert (f"incompatibility ({some.units['incompatibility']} units), crossover ({some.units['crossover']} units) "
+            "and traps (3 units)") in text and f"{t['hours serially'].sum():.3g} h" in text
     assert "no chapter hand" in report.workers_sentence(t.assign(units=0), "offline")
     assert "no projection" in report.workers_sentence(t.iloc[:0], "offline")

@@ -249,3 +249,29 @@ def test_the_drift_chains_are_identical_serially_and_on_two_workers():
     chains2, curves2 = _drift("local:2")
     pd.testing.assert_frame_equal(chains, chains2, check_exact=True)
     pd.testing.assert_frame_equal(curves, curves2, check_exact=True)
+
+
+RECT_SPECS = [{"name": "tiny-mlm", "corpus": "tiny"}, {"name": "tiny-mlm:seed=1,layers=3", "corpus": "tiny"},
+              {"name": "tiny-causal", "kind": "causal", "corpus": "tiny", "candidates": 8, "noise": 0.05}]
+
+
+def _rectangles(where):
+    from textglauber import rectangle
+
+    return rectangle.run_models(RECT_SPECS, gen=torch.Generator().manual_seed(0), device="cpu", dtype="float32",
+                                on_missing_model="fail", n=8, count=12, top_k=20, temperature=1.0, grid_k=3, n_grids=2,
+                                scheduler=where)
+
+
+def test_the_rectangle_test_is_identical_serially_and_on_two_workers():
+    """Chapter 1's rectangles, one unit per model (two masked LMs, then the causal control reading the
+    first one's texts): rectangles, grids and descriptions bit for bit, serially (at the workers' one
+    thread) and on two workers."""
+    rects, grids, described, notes = _at_one_thread(lambda: _rectangles("serial"))
+    assert notes == [] and len(described) == 3 and described[2]["texts_of"] == "tiny-mlm"
+    assert set(rects.model) >= {"tiny-mlm", "tiny-mlm:seed=1,layers=3", "tiny-causal"} and len(grids) == 4
+    rects2, grids2, described2, _ = _rectangles("local:2")
+    pd.testing.assert_frame_equal(rects, rects2, check_exact=True)
+    pd.testing.assert_frame_equal(grids, grids2, check_exact=True)
+    assert [{k: v for k, v in d.items() if k != "device"} for d in described] == \
+        [{k: v for k, v in d.items() if k != "device"} for d in described2]

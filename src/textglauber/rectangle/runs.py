@@ -93,33 +93,58 @@ def _grid_tokens(scorer, x: torch.Tensor, site: int, k: int, gen: torch.Generato
 
 
 def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: str, on_missing_model: str,
-               n: int, count: int, top_k: int, temperature: float, grid_k: int = 0, n_grids: int = 0):
-    """:func:`experiment` for each model in turn (the chapters' shared shape: model entries first, then
-    the run's generator, device, dtype and ``on_missing_model``, then the protocol's settings).
+               n: int, count: int, top_k: int, temperature: float, grid_k: int = 0, n_grids: int = 0,
+               scheduler: str | None = None):
+    """:func:`experiment` for each model (the chapters' shared shape: model entries first, then the
+    run's generator, device, dtype and ``on_missing_model``, then the protocol's settings), one unit
+    of work per model (:func:`model_unit`) on ``scheduler`` (:mod:`textglauber.scheduler`; None: its
+    setting from the environment, serial by default). Every model's seed is drawn from ``gen``, in
+    the order of ``specs``, before any unit runs, so neither a skipped model nor the scheduler
+    changes another's rows. The masked LMs run first; a causal control then reads the texts of the
+    first masked LM on its corpus that could be had.
 
     A model that cannot be had becomes a note (``on_missing_model="skip"``) or stops the run
-    (``"fail"``). Returns (rectangles, grids, model descriptions, notes).
+    (``"fail"``). Returns (rectangles, grids, model descriptions, notes), in the order of ``specs``.
     """
+    from ..scheduler import run_all
+
+    seeds = [child_seed(gen) for _ in specs]
+    settings = {"n": n, "count": count, "top_k": top_k, "temperature": temperature, "device": device,
+                "dtype": dtype, "grid_k": grid_k, "n_grids": n_grids}
+    causal = [k for k, spec in enumerate(specs) if spec.get("kind") == "causal"]
+    got: dict[int, tuple] = {}
+
+    def batch(ks, texts_of=lambda spec: {}):
+        units = [(f"incompatibility, rectangles, model {specs[k]['name']}", model_unit,
+                  (specs[k], seeds[k], on_missing_model, {**settings, **texts_of(specs[k])})) for k in ks]
+        got.update(zip(ks, run_all(units, scheduler) if units else []))
+
+    batch([k for k in range(len(specs)) if k not in causal])
+
+    def texts_of(spec):                  # the control reads the texts of a masked LM on its corpus
+        return {"texts_of": next((got[k][0][2]["name"] for k in sorted(got) if got[k][0] is not None
+                                  and got[k][0][2].get("kind") == "mlm" and got[k][0][2].get("corpus") == spec["corpus"]),
+                                 None)}
+
+    batch(causal, texts_of)
+    outs = [got[k] for k in range(len(specs))]
+    notes = [note for _, ns in outs for note in ns]
+    done = [out for out, _ in outs if out is not None]
+    rects = pd.concat([df for df, _, _ in done], ignore_index=True) if done else pd.DataFrame(columns=COLUMNS)
+    grids = [g for _, g, _ in done if g is not None]
+    return rects, (pd.concat(grids, ignore_index=True) if grids else None), [info for _, _, info in done], notes
+
+
+def model_unit(spec: dict, seed: int, on_missing_model: str, settings: dict):
+    """One model's rectangles (:func:`experiment`) from a generator seeded with ``seed``: ((rectangles,
+    grids, description) or None where the model was skipped, notes). A unit of work that runs the
+    same in this process or on a worker."""
     from ..models import or_skip
 
-    frames, grids, described, notes = [], [], [], []
-    for spec in specs:
-        extra = {}
-        if spec.get("kind") == "causal":     # the control reads the texts of a masked LM on its corpus
-            extra["texts_of"] = next((d["name"] for d in described
-                                      if d.get("kind") == "mlm" and d.get("corpus") == spec["corpus"]), None)
-        out = or_skip(on_missing_model, notes, spec["name"], experiment, spec, n=n, count=count, top_k=top_k,
-                      temperature=temperature, gen=gen, device=device, dtype=dtype, grid_k=grid_k, n_grids=n_grids,
-                      **extra)
-        if out is None:
-            continue
-        df, g, info = out
-        frames.append(df)
-        if g is not None:
-            grids.append(g)
-        described.append(info)
-    rects = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
-    return rects, (pd.concat(grids, ignore_index=True) if grids else None), described, notes
+    notes: list = []
+    out = or_skip(on_missing_model, notes, spec["name"], experiment, spec,
+                  gen=torch.Generator().manual_seed(int(seed)), **settings)
+    return out, notes
 
 
 def passage_key(rects: pd.DataFrame) -> np.ndarray:

@@ -54,16 +54,26 @@ def _training_checkpoints(run: str, n: int) -> float:
 
 
 def _incompatibility_work(p: dict) -> float:
+    work = sum(_rectangles_work(p, m) for m in _items(p.get("models"))) + _control_work(p)
+    if p.get("training_run"):
+        work += int(p["n_rectangles"]) * _training_checkpoints(str(p["training_run"]), int(p["seq_len"]))
+    return work
+
+
+def _rectangles_work(p: dict, m) -> float:
+    """One masked LM's rectangles and grids (one unit of work)."""
     n, R = int(p["seq_len"]), int(p["n_rectangles"])
     K, G = int(p.get("grid_k", 0) or 0), int(p.get("n_grids", 0) or 0)
-    work = sum((6 * R + 2 * K * K * G) * model_cost(_name(m), n) for m in _items(p.get("models")))
-    if p.get("training_run"):
-        work += R * _training_checkpoints(str(p["training_run"]), n)
+    return (6 * R + 2 * K * K * G) * model_cost(_name(m), n)
+
+
+def _control_work(p: dict) -> float:
+    """The causal control's rectangles (one unit of work; nothing without a control)."""
     ctl = p.get("control")
-    if isinstance(ctl, dict) and ctl.get("name"):
-        rects = int(ctl.get("rectangles", R))
-        work += rects * int(ctl.get("candidates", Control.default_of("candidates"))) * 4 * model_cost(ctl["name"], n, causal=True)
-    return work
+    if not (isinstance(ctl, dict) and ctl.get("name")):
+        return 0.0
+    rects, n = int(ctl.get("rectangles", p["n_rectangles"])), int(p["seq_len"])
+    return rects * int(ctl.get("candidates", Control.default_of("candidates"))) * 4 * model_cost(ctl["name"], n, causal=True)
 
 
 def _bounds_work(p: dict) -> float:
@@ -235,6 +245,10 @@ def _batches(chapter: str, prm: dict) -> list[list]:
         pairs = [lambda n=n: _coupling_work(prm, n) for n in prm.get("coupling_lengths") or prm.get("lengths") or []]
         phase = [lambda m=m: _phase_work({**ph, "models": [m]}) for m in _items(ph.get("models"))]
         return [b for b in (drift, pairs, phase) if b]
+    if chapter == "incompatibility":
+        ctl = prm.get("control")
+        control = [lambda: _control_work(prm)] if isinstance(ctl, dict) and ctl.get("name") else []
+        return [b for b in ([lambda m=m: _rectangles_work(prm, m) for m in _items(prm.get("models"))], control) if b]
     if chapter == "traps" and prm.get("escape"):
         e = prm["escape"]
         return [[lambda m=m: _escape_model_work(e, m) for m in _items(e.get("models"))]]
@@ -245,7 +259,8 @@ def unit_batches(chapter: str, prm: dict) -> list[list[tuple[float, float]]]:
     """(encoder, bookkeeping) work of each unit a chapter hands to the scheduler
     (:mod:`textglauber.scheduler`), in the order it submits them, one list per batch: the crossover
     hands out one unit per (length, temperature) of its drift chains, then one per length of its
-    coupling grid, then one per model of its phase section;
+    coupling grid, then one per model of its phase section; the incompatibility chapter one per masked
+    LM, then its causal control;
     the traps one per model of the escape section; empty for a chapter that hands out none."""
     out = []
     for batch in _batches(chapter, prm):

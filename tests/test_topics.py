@@ -401,27 +401,34 @@ def test_scorer_note_names_the_scorer_and_its_fitted_temperature():
 
 
 def test_run_models_joins_the_models_that_ran_and_notes_the_others(monkeypatch):
+    """Each model's chains come back as texts and are scored here: the frame is the chapter's
+    (_allscores), a missing model is a note, and the first model that ran is named."""
     from textglauber.models import ModelUnavailableError
 
-    class LM:
-        def __init__(self, name):
-            self.name = name
+    ref = _allscores()
+    by_text = {t: [p, h, s] for t, p, h, s in zip(ref.text, ref.politics, ref.health, ref.sport)}
+    seen = []
 
-        def describe(self):
-            return {"name": self.name}
-
-    def chains(spec, score, labels, seed_topics, *, gen, device, dtype, **options):
+    def chains(spec, seed_topics, *, gen, device, dtype, **options):
         if spec["name"] == "gone":
             raise ModelUnavailableError("not here")
-        return LM(spec["name"]), f"scorer of {spec['name']}", _allscores(spec["name"]).assign(steps=options["steps"])
+        seen.append((spec["name"], int(torch.randint(2**31 - 1, (1,), generator=gen)), options["steps"]))
+        texts = [f"{b}-{k}" for k in range(3) for b in range(5)]
+        return topics.BasinChains(spec["name"], {"name": spec["name"]}, np.array([0, 50, 100]), texts,
+                                  [KINDS[b][0] for b in range(5)], [KINDS[b][1] for b in range(5)])
 
     monkeypatch.setattr(topics, "basin_chains", chains)
-    allscores, described, notes, first = topics.run_models([{"name": "a"}, {"name": "gone"}, {"name": "b"}], score=None,
-                                                           labels=LABELS3, seed_topics=["health"], gen=None, device="cpu",
-                                                           dtype="float32", on_missing_model="skip", steps=100)
-    assert list(allscores.model.unique()) == ["a", "b"] and len(allscores) == 2 * 15 and (allscores.steps == 100).all()
+    allscores, described, notes, first = topics.run_models(
+        [{"name": "a"}, {"name": "gone"}, {"name": "b"}], score=lambda texts: [by_text[t] for t in texts],
+        labels=LABELS3, seed_topics=["health"], gen=torch.Generator().manual_seed(0), device="cpu", dtype="float32",
+        on_missing_model="skip", steps=100, scheduler="serial")
+    assert list(allscores.model.unique()) == ["a", "b"] and len(allscores) == 2 * 15
+    got = allscores[allscores.model == "a"].sort_values(["chain", "step"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, ref.assign(model="a"), check_like=True)
     assert [d["name"] for d in described] == ["a", "b"] and len(notes) == 1 and notes[0].startswith("gone skipped")
-    assert first[0].name == "a" and first[1] == "scorer of a"
+    assert first == {"name": "a"}
+    # each model drew from its own generator, seeded before any ran: a and b differ, and skipping "gone" moved neither
+    assert [s[2] for s in seen] == [100, 100] and seen[0][1] != seen[1][1]
 
 
 def test_start_end_table_and_recurrence_table():

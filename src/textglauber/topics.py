@@ -16,6 +16,7 @@ The chapter's sentences, views and plots are in :mod:`textglauber.pages.basins`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib.resources import files
 
 import numpy as np
@@ -258,20 +259,31 @@ def null_states(ids: torch.Tensor, topic: list[str], allowed: torch.Tensor, kind
     return out, kind, source
 
 
-def basin_chains(spec: dict, score, labels: list[str], seed_topics: list[str], *, seeds_per_topic: int,
-                 chains_per_seed: int, seq_len: int, steps: int, score_every: int, temperature: float,
-                 gen: torch.Generator, device="auto", dtype="auto", null_seeds=(), null_chains: int = 0):
-    """Chains from the topic seed sentences, every recorded state decoded and scored, and
-    ``null_chains`` more from seeds without a topic (:func:`null_states`), run alongside them
-    with the same model, temperature, length, steps and records.
+@dataclass
+class BasinChains:
+    """One model's basin chains before scoring: its name and description, the recorded steps, every
+    recorded state decoded (record by record, chain by chain within a record), and each chain's kind
+    ("topic", or the null seed's kind) and seed topic."""
 
-    Returns (LoadedModel, scorer, DataFrame with one row per chain and recorded step: model,
-    chain, kind ("topic", or the null seed's kind), seed topic (for a shuffled seed, the topic of
-    the window it shuffles; None for random tokens), step, text and one column per label)."""
+    name: str
+    described: dict
+    steps: np.ndarray
+    texts: list
+    kind: list
+    topic: list
+
+
+def basin_chains(spec: dict, seed_topics: list[str], *, seeds_per_topic: int, chains_per_seed: int, seq_len: int,
+                 steps: int, score_every: int, temperature: float, gen: torch.Generator, device="auto",
+                 dtype="auto", null_seeds=(), null_chains: int = 0) -> BasinChains:
+    """Chains from the topic seed sentences, every recorded state decoded, and ``null_chains`` more
+    from seeds without a topic (:func:`null_states`), run alongside them with the same model,
+    temperature, length, steps and records; the model is opened once per process
+    (:func:`textglauber.models.kept_mlm`)."""
     from . import models
     from .engine import ChainSpec, run
 
-    lm, scorer = models.open_mlm(spec, device=device, dtype=dtype)
+    lm, scorer = models.kept_mlm(spec, device=device, dtype=dtype)
     ids, seed_topic, _ = seed_states(lm.tokenizer, seed_topics, seeds_per_topic, seq_len, vocab=scorer.vocab)
     init = ids.repeat_interleave(chains_per_seed, 0)
     kind = ["topic"] * len(init)
@@ -282,7 +294,19 @@ def basin_chains(spec: dict, score, labels: list[str], seed_topics: list[str], *
     r = run(scorer, init, ChainSpec(temperature=temperature, steps=steps, record_every=score_every,
                                     checkpoint_every=steps), seed=child_seed(gen))
     texts = [vocabulary.decode(lm.tokenizer, s) for s in r.states.reshape(-1, seq_len)]
-    return lm, scorer, chain_frame(lm.name, r.steps, texts, score(texts), kind, topic, labels)
+    return BasinChains(lm.name, lm.describe(), np.asarray(r.steps), texts, kind, topic)
+
+
+def chains_unit(spec: dict, seed: int, on_missing_model: str, seed_topics: list[str], options: dict):
+    """One model's :func:`basin_chains` from a generator seeded with ``seed``: (BasinChains or None
+    where the model was skipped, notes). A unit of work that runs the same in this process or on a
+    worker; the texts are scored where the chapter runs (the topic scorer stays there)."""
+    from .models import or_skip
+
+    notes: list = []
+    got = or_skip(on_missing_model, notes, spec["name"], basin_chains, spec, seed_topics,
+                  gen=torch.Generator().manual_seed(int(seed)), **options)
+    return got, notes
 
 
 def chain_frame(model: str, steps, texts: list[str], probs, kind: list[str], topic: list, labels: list[str]) -> pd.DataFrame:
@@ -393,23 +417,26 @@ def null_comparison(topic: pd.DataFrame, null: pd.DataFrame, *, alpha: float = 0
 
 
 def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: str, on_missing_model: str,
-               score, labels: list[str], seed_topics: list[str], **chain_options):
-    """:func:`basin_chains` for each masked LM in turn (``chain_options``: its other keyword arguments). A
-    model that cannot be had becomes a note (``on_missing_model="skip"``) or stops the run
-    (``"fail"``). Returns (the scores of every chain of every model, model descriptions, notes,
-    (LoadedModel, scorer) of the first model that ran)."""
-    from .models import or_skip
+               score, labels: list[str], seed_topics: list[str], scheduler: str | None = None, **chain_options):
+    """:func:`basin_chains` for each masked LM (``chain_options``: its other keyword arguments), one
+    unit of work per model (:func:`chains_unit`) on ``scheduler`` (:mod:`textglauber.scheduler`; None:
+    its setting from the environment, serial by default), every model's seed drawn from ``gen`` before
+    any unit runs; their texts are then scored here with ``score``. A model that cannot be had becomes
+    a note (``on_missing_model="skip"``) or stops the run (``"fail"``). Returns (the scores of every
+    chain of every model, model descriptions, notes, the spec of the first model that ran, or None)."""
+    from .scheduler import run_all
 
+    options = {**chain_options, "device": device, "dtype": dtype}
+    units = [(f"basins, chains, model {spec['name']}", chains_unit, (spec, child_seed(gen), on_missing_model,
+                                                                     seed_topics, options)) for spec in specs]
     frames, described, notes, first = [], [], [], None
-    for spec in specs:
-        done = or_skip(on_missing_model, notes, spec["name"], basin_chains, spec, score, labels, seed_topics,
-                       gen=gen, device=device, dtype=dtype, **chain_options)
-        if done is None:
+    for spec, (got, ns) in zip(specs, run_all(units, scheduler)):
+        notes.extend(ns)
+        if got is None:
             continue
-        lm, scorer, frame = done
-        frames.append(frame)
-        described.append(lm.describe())
-        first = first or (lm, scorer)
+        frames.append(chain_frame(got.name, got.steps, got.texts, score(got.texts), got.kind, got.topic, labels))
+        described.append(got.described)
+        first = first or spec
     return pd.concat(frames, ignore_index=True), described, notes, first
 
 

@@ -68,7 +68,13 @@ def test_the_units_are_the_sections_they_stand_for():
     rest = work.work_parts("traps", {**traps, "escape": {**e, "models": []}})
     for j in (0, 1):
         assert sum(u[j] for u in tu) == pytest.approx(work.work_parts("traps", traps)[j] - rest[j], rel=1e-9)
-    assert work.unit_parts("basins", P.chapter_parameters("offline", "basins", spec=spec)) == []
+    basins = P.chapter_parameters("offline", "basins", spec=spec)
+    bu = work.unit_parts("basins", basins)
+    assert len(bu) == len(basins["models"])
+    whole = work.work_parts("basins", basins)
+    chains_only = work.work_parts("basins", {**basins, "prefix_chains": 0, "score_every": 10 ** 12})   # scoring ~0
+    assert sum(u[0] for u in bu) == pytest.approx(chains_only[0], rel=1e-6) and whole[0] > sum(u[0] for u in bu)
+    assert work.unit_parts("bounds", P.chapter_parameters("offline", "bounds", spec=spec)) == []
 
 
 def test_more_workers_never_slow_the_estimate_and_its_floor_is_the_longest_unit():
@@ -104,7 +110,7 @@ def test_more_workers_never_slow_the_estimate_and_its_floor_is_the_longest_unit(
     # a last run twice the estimate doubles everything but the starts
     twice = workers.on_workers("crossover", cross, 2 * serial, probe, 2)
     assert twice.seconds - 3 * workers.START_S == pytest.approx(2 * (got[2].seconds - 3 * workers.START_S))
-    assert workers.on_workers("basins", P.chapter_parameters("offline", "basins", spec=spec), 100.0, probe, 2) is None
+    assert workers.on_workers("bounds", P.chapter_parameters("offline", "bounds", spec=spec), 100.0, probe, 2) is None
 
 
 def test_the_plan_prints_the_estimate_on_local_workers(tmp_path, monkeypatch):
@@ -115,7 +121,7 @@ def test_the_plan_prints_the_estimate_on_local_workers(tmp_path, monkeypatch):
                           forced="--force", artifacts=[], out=out, measure=lambda: REF)
     text = out.getvalue()
     assert "on local:2 (2 workers on" in text and "crossover: ~" in text and "traps: ~" in text
-    assert "basins: ~" not in text and "less than serially" in text
+    assert "basins: ~" in text and "; 1 unit, the longest" in text and "less than serially" in text
     serial = {ln.name: ln.seconds for ln in lines}
     probe = estimates.Probe(lambda: REF)
     cross = workers.on_workers("crossover", P.chapter_parameters("offline", "crossover", spec=spec),
@@ -137,11 +143,12 @@ def test_the_projection_prices_only_what_is_handed_out():
     none = t[t.units == 0]
     assert len(none) and (none["hours on 64 workers"] == none["hours serially"]).all()
     some = t[t.units > 0].set_index("chapter")
-    assert set(some.index) == {"crossover", "incompatibility", "traps"}
+    assert set(some.index) == {"crossover", "incompatibility", "traps", "basins"}
     assert (some["hours on 64 workers"] <= some["hours on 2 workers"] + 1e-12).all()
-    assert (some["hours on 2 workers"] < some["hours serially"]).all()
+    many = some[some.units > 1]             # one unit on one thread gains nothing over torch's two threads
+    assert len(many) >= 3 and (many["hours on 2 workers"] < many["hours serially"]).all()
     text = report.workers_sentence(t, "offline")
-    assert (f"incompatibility ({some.units['incompatibility']} units), crossover ({some.units['crossover']} units) "
-            "and traps (3 units)") in text and f"{t['hours serially'].sum():.3g} h" in text
+    assert (f"incompatibility ({some.units['incompatibility']} units), crossover ({some.units['crossover']} units), "
+            "traps (3 units) and basins (1 unit)") in text and f"{t['hours serially'].sum():.3g} h" in text
     assert "no chapter hand" in report.workers_sentence(t.assign(units=0), "offline")
     assert "no projection" in report.workers_sentence(t.iloc[:0], "offline")

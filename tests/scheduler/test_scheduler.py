@@ -5,6 +5,7 @@ are identical, bit for bit, serially and on two workers."""
 import os
 import socket
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -275,3 +276,32 @@ def test_the_rectangle_test_is_identical_serially_and_on_two_workers():
     pd.testing.assert_frame_equal(grids, grids2, check_exact=True)
     assert [{k: v for k, v in d.items() if k != "device"} for d in described] == \
         [{k: v for k, v in d.items() if k != "device"} for d in described2]
+
+
+def _text_score(texts):
+    """A deterministic stand-in topic scorer over two labels (the units never call it)."""
+    a = np.array([(sum(map(ord, t)) % 97) / 97 for t in texts])
+    return np.stack([a, 1 - a], 1)
+
+
+def _basins(where):
+    from textglauber import topics
+
+    return topics.run_models([{"name": "tiny-mlm"}, {"name": "tiny-mlm:seed=1,layers=3"}], score=_text_score,
+                             labels=["politics", "health"], seed_topics=["health", "sport"], gen=torch.Generator().manual_seed(0),
+                             device="cpu", dtype="float32", on_missing_model="fail", seeds_per_topic=1, chains_per_seed=2,
+                             seq_len=8, steps=60, score_every=20, temperature=1.0, null_seeds=["shuffled", "random"],
+                             null_chains=2, scheduler=where)
+
+
+def test_the_basin_chains_are_identical_serially_and_on_two_workers():
+    """Chapter 4's chains, one unit per model (topic-seeded and null chains), their texts scored where
+    the chapter runs: every recorded text and score bit for bit, serially (at the workers' one thread)
+    and on two workers; the chains moved."""
+    scores, described, notes, first = _at_one_thread(lambda: _basins("serial"))
+    assert notes == [] and first == {"name": "tiny-mlm"} and len(described) == 2
+    assert set(scores.kind) == {"topic", "shuffled", "random"}
+    moved = scores.groupby(["model", "chain"]).text.nunique()
+    assert (moved > 1).any()
+    scores2, described2, _, _ = _basins("local:2")
+    pd.testing.assert_frame_equal(scores, scores2, check_exact=True)

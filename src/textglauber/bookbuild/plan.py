@@ -292,7 +292,7 @@ def worker_lines(profile: str, spec: dict, lines: list[Line], probe_: Probe, set
         got = on_workers(ln.name, prm, ln.seconds, probe_, workers, cores)
         if got is not None:
             saved += ln.seconds - got.seconds
-            out.append(f"    {ln.name}: ~{duration(got.seconds)} (serially ~{duration(got.serial)}; {got.units} units, "
+            out.append(f"    {ln.name}: ~{duration(got.seconds)} (serially ~{duration(got.serial)}; {got.units} unit{'s' if got.units != 1 else ''}, "
                        f"the longest ~{duration(got.largest)} on one worker)")
     if not out:
         return [f"  on {setting}: no chapter that runs hands out units; the times above stand"]

@@ -203,18 +203,26 @@ def _traps_work(p: dict) -> float:
     return int(p["chains"]) * int(p["steps"]) * per_step + (_escape_work(p["escape"]) if p.get("escape") else 0.0)
 
 
+def _basin_chains(p: dict) -> int:
+    topics = len(p.get("seed_topics") or range(5))
+    return topics * int(p["seeds_per_topic"]) * int(p["chains_per_seed"]) + int(p.get("null_chains", 0) or 0)
+
+
 def _basins_work(p: dict) -> float:
     n, steps = int(p["seq_len"]), int(p["steps"])
-    topics = len(p.get("seed_topics") or range(5))
-    chains = topics * int(p["seeds_per_topic"]) * int(p["chains_per_seed"]) + int(p.get("null_chains", 0) or 0)
     models = [_name(m) for m in _items(p.get("models"))]
     scorer = str(p.get("topic_scorer", "")).partition(":")[2] or "package:all-MiniLM-L6-v2"
     records = steps / max(1, int(p.get("score_every", 1)))
-    work = sum(chains * (steps * step_cost(m, n) + records * model_cost(scorer, n, head=False)) for m in models)
+    work = sum(_basin_model_work(p, m) + _basin_chains(p) * records * model_cost(scorer, n, head=False) for m in models)
     if models:
         prefix = int(p.get("prefix_chains", 0))
         work += prefix * (steps * step_cost(models[0], n + 6) + model_cost(scorer, n + 6, head=False))
     return work
+
+
+def _basin_model_work(p: dict, m) -> float:
+    """One model's chains (one unit of work; their texts are scored in the notebook's process)."""
+    return _basin_chains(p) * int(p["steps"]) * step_cost(_name(m), int(p["seq_len"]))
 
 
 def _ground_truth_work(p: dict) -> float:
@@ -252,6 +260,8 @@ def _batches(chapter: str, prm: dict) -> list[list]:
     if chapter == "traps" and prm.get("escape"):
         e = prm["escape"]
         return [[lambda m=m: _escape_model_work(e, m) for m in _items(e.get("models"))]]
+    if chapter == "basins":
+        return [b for b in ([lambda m=m: _basin_model_work(prm, m) for m in _items(prm.get("models"))],) if b]
     return []
 
 
@@ -260,7 +270,7 @@ def unit_batches(chapter: str, prm: dict) -> list[list[tuple[float, float]]]:
     (:mod:`textglauber.scheduler`), in the order it submits them, one list per batch: the crossover
     hands out one unit per (length, temperature) of its drift chains, then one per length of its
     coupling grid, then one per model of its phase section; the incompatibility chapter one per masked
-    LM, then its causal control;
+    LM, then its causal control; the basins chapter one per model's chains;
     the traps one per model of the escape section; empty for a chapter that hands out none."""
     out = []
     for batch in _batches(chapter, prm):

@@ -45,6 +45,10 @@ ATTEMPTS = 8
 """Closures tried from one start before the search gives up on it (no well from that start)."""
 
 
+MET = 1e-12
+"""Relative gap at which a bracket's two ends have met: the same least cost summed in another order."""
+
+
 class OutOfStates(Exception):
     """A search asked for the rows of one more state than its budget allows."""
 
@@ -360,8 +364,9 @@ def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> 
     counting the states it already holds), its descents at most half of them; a start whose descent
     runs out adds no well, and a search that finds no well reports Gamma as inf (not settled). A
     search that ran out before settling every V brackets Gamma (:func:`bracket`, up to ``max_states``
-    states more); where the bracket closes, Gamma is its value (``finished`` stays False: wells may
-    be missing)."""
+    states more); where the bracket closes (its ends within :data:`MET`), Gamma is its value
+    (``finished`` stays False: wells may be missing), and elsewhere inf, even where some V were
+    settled: W(1) - W(2) over V with an unsettled entry at inf is not Gamma."""
     moves.budget = max_states // 2            # descents may spend half the budget, Dijkstra the rest
     wells: list[frozenset] = []
     descended = True
@@ -389,8 +394,9 @@ def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> 
     g = gamma(V) if len(wells) > 1 else math.nan
     ground = deepest_root(V) if len(wells) > 1 else 0
     low, high = (g, g) if finished else bracket(moves, wells, V, frontier, max_states)
-    if low == high:                           # the bracket met: Gamma over the wells found is settled
-        g = low
+    if not finished:                          # settled only where the bracket met (a V left at inf is not settled)
+        met = high - low <= MET * max(1.0, abs(high))
+        g, low = (high, high) if met else (math.inf, low)
     return Searched(wells, V, g, ground, moves.opened, finished, low, high)
 
 

@@ -129,7 +129,7 @@ def swing_sentences(table: pd.DataFrame, phase_table: pd.DataFrame, verdicts: pd
         jumps = [k for k in range(1, len(g)) if abs(gam[k] - gam[k - 1]) > 0.5 * max(gam[k - 1], gam[k], 1e-9)]
         if not jumps:
             continue
-        parts = [f"n = {int(g.n.iloc[k])}: Γ {gam[k - 1]:.3g} → {gam[k]:.3g} ({int(g.wells.iloc[k])} wells; "
+        parts = [f"n = {int(g.n.iloc[k])}: Γ {gam[k - 1]:.3g} → {gam[k]:.3g} ({int(g.wells.iloc[k])} well{'s' if int(g.wells.iloc[k]) != 1 else ''}; "
                  f"ground {g['ground well'].iloc[k]}" + (f"; other {g['other wells'].iloc[k]}" if g['other wells'].iloc[k]
                                                         else "") + ")" for k in jumps[:4]]
         out.append(f"{model}, {_design(design)}: t_rel/n swings with n where the landscape changes: " + "; ".join(parts)

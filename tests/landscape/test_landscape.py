@@ -445,3 +445,15 @@ def test_an_unfinished_search_reports_gamma_only_where_its_bracket_met():
                 assert found.gamma == pytest.approx(L.gamma, abs=1e-9)
                 assert found.gamma_low <= found.gamma <= found.gamma_high + 1e-12
     assert exercised >= 5
+
+
+def test_an_unfinished_search_with_one_well_says_so_rather_than_inf():
+    """A field strong enough for one well: cut short (a start left undescended), the search found that
+    well only, and Gamma is NaN (one well, the table's convention), not inf (two wells or more, not
+    settled)."""
+    n = 12
+    s = curie_weiss(n, 0.1, 2.0)
+    assert len(enumerated.two_token_landscape(s).wells) == 1
+    found = explore.search(explore.Moves(TableScorer(s), [[0, 1]] * n), [(0,) * n, (0, 1) * (n // 2)],
+                           max_states=30)          # the second start's descent runs out of the budget
+    assert len(found.wells) == 1 and not found.finished and math.isnan(found.gamma)

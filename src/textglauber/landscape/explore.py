@@ -394,7 +394,7 @@ def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> 
     g = gamma(V) if len(wells) > 1 else math.nan
     ground = deepest_root(V) if len(wells) > 1 else 0
     low, high = (g, g) if finished else bracket(moves, wells, V, frontier, max_states)
-    if not finished:                          # settled only where the bracket met (a V left at inf is not settled)
+    if not finished and len(wells) > 1:       # settled only where the bracket met (a V left at inf is not settled)
         met = high - low <= MET * max(1.0, abs(high))
         g, low = (high, high) if met else (math.inf, low)
     return Searched(wells, V, g, ground, moves.opened, finished, low, high)

@@ -93,3 +93,23 @@ def test_the_gamma_figure_draws_a_bracket_where_gamma_is_not_settled():
     [bars] = [c for c in fig.axes[0].collections if isinstance(c, LineCollection)]
     [[(x0, y0), (x1, y1)]] = [seg.tolist() for seg in bars.get_segments()]
     assert (x0, y0, x1, y1) == (7, 1.2, 7, 3.4)
+
+
+def test_the_gamma_figure_fits_the_page_with_three_long_model_names():
+    """Saved as the notebook saves it (tight box, the figures' DPI), the figure is no wider than the
+    page's content (the site check's 'figure shrunk to fit': panel titles that outgrew a third of
+    the page had widened it to 769 px)."""
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    from PIL import Image
+
+    from textglauber import figures
+    names = ["package:rxnfp-bert", "package:antiberty", "trained:english"]
+    t = pd.DataFrame([{"model": m, "design": d, "n": n, "gamma": 0.5 * n, "gamma low": 0.5 * n, "gamma high": 0.5 * n,
+                       "complete": n < 10} for m in names for d in ("global", "passage 1") for n in (3, 6, 9, 14, 20)])
+    buf = io.BytesIO()
+    page.plot_gamma(t).savefig(buf, format="png", bbox_inches="tight", dpi=figures.DPI)
+    buf.seek(0)
+    assert Image.open(buf).size[0] <= figures.CONTENT_PX

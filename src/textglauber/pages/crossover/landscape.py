@@ -217,9 +217,10 @@ def plot_gamma(table: pd.DataFrame):
             if "gamma low" in g:
                 b = g[np.isinf(g.gamma) & np.isfinite(g["gamma low"]) & np.isfinite(g["gamma high"])]
                 ax.vlines(b.n, b["gamma low"], b["gamma high"], color=line.get_color(), lw=2, alpha=0.5)
-        ax.set_title(f"{model}: Γ(n) (open: searched; bars: brackets)", fontsize=8)
+        ax.set_title(model, fontsize=8)       # a panel is a third of the page: no more than the name
         ax.set_xlabel("n")
     axes[0][0].set_ylabel("Γ = W(1) − W(2) (logits)")
     axes[0][0].legend(fontsize=6)
+    fig.suptitle("Γ(n): filled, every state listed; open, searched; bars, brackets", fontsize=8)
     fig.tight_layout()
     return fig

@@ -55,7 +55,7 @@ class Embedder:
 
 
 KEPT_EMBEDDERS = 2
-"""Embedders :func:`kept_embedder` holds in one process at once (the least recently used goes first)."""
+"""Embedders :func:`kept_embedder` holds in one process at once (the first built goes first)."""
 
 _KEPT: dict = {}
 

@@ -29,7 +29,7 @@ def grid_experiment(model: dict, passages_for, lengths, temperatures, *, pairs: 
     (the same on every row of that length)."""
     import pandas as pd
 
-    from .scheduler import run_all
+    from .scheduler import model_label, run_all
     from .seeding import child_seed
 
     temps = np.repeat(np.asarray(temperatures, float), pairs)
@@ -37,7 +37,7 @@ def grid_experiment(model: dict, passages_for, lengths, temperatures, *, pairs: 
     for n in lengths:
         b = int(budget[n]) if isinstance(budget, dict) else int(budget)
         starts = np.asarray(passages_for(n, 2 * pairs * len(temperatures)))
-        units.append((f"crossover, coupling, model {_name(model)}, n = {n}", length_unit,
+        units.append((f"crossover, coupling, model {model_label(model)}, n = {n}", length_unit,
                       (model, device, dtype, int(n), starts, temps, b, child_seed(gen), mode)))
     return pd.DataFrame([row for part in run_all(units, scheduler) for row in part])
 
@@ -54,10 +54,6 @@ def length_unit(model: dict, device, dtype, n: int, starts: np.ndarray, temps: n
     r = couple(scorer, x0, y0, temps, budget, torch.Generator().manual_seed(int(seed)), mode=mode)
     return [{"n": n, "temperature": float(temps[p]), "pair": p, "tau": r.tau[p], "censored": bool(r.censored[p]),
              "budget": budget, "run_rows": r.rows} for p in range(len(temps))]
-
-
-def _name(model) -> str:
-    return str(model["name"]) if isinstance(model, dict) else type(model).__name__
 
 
 def plain_rows(tau, censored, budget: int) -> int:

@@ -128,7 +128,8 @@ def model_table(lm, spec: dict, p: dict, made: list, rng: np.random.Generator) -
         far = {n: pairs[n] for n in pairs if n not in listed}
         q = p["landscape"]
         searched = land.searched_rows(scorer, lm.name, design, text, far, starts=int(q["starts"]),
-                                      max_states=int(q["max_states"]), rng=rng) if far else rows.iloc[:0]
+                                      max_states=int(q["max_states"]), settle_states=int(q["settle_states"]),
+                                      rng=rng) if far else rows.iloc[:0]
         lands.append(pd.concat([rows, searched], ignore_index=True))
         checks.append(check)
     return ModelRun(pd.concat(out, ignore_index=True), pd.concat(lands, ignore_index=True),

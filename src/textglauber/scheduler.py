@@ -142,6 +142,12 @@ def run_unit(unit: str, fn, *args, **kwargs):
         raise UnitFailed(f"{unit}: {type(exc).__name__}: {text}") from exc
 
 
+def model_label(model) -> str:
+    """How a unit's name calls its model: the entry's ``name`` (a profile's model entry), or the class
+    of a model object handed in directly (a test's scorer)."""
+    return str(model["name"]) if isinstance(model, dict) else type(model).__name__
+
+
 def run_all(units: list[tuple[str, object, tuple]], value: str | None = None) -> list:
     """The results of ``units`` (name, function, arguments), in their order, however they ran. A
     worker that dies has its units run again elsewhere by Dask; a unit that fails raises

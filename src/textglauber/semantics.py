@@ -208,7 +208,7 @@ def drift_experiment(model, emb, passages_for, lengths, temperatures, *, trials:
     before any unit runs, so the scheduler changes no row."""
     import pandas as pd
 
-    from .scheduler import run_all
+    from .scheduler import model_label, run_all
 
     units = []
     for n in lengths:
@@ -216,7 +216,7 @@ def drift_experiment(model, emb, passages_for, lengths, temperatures, *, trials:
         budget = int(steps[n]) if isinstance(steps, dict) else int(steps)
         for T in temperatures:
             seeds = [child_seed(gen) for _ in range(0, budget, block)]
-            units.append((f"crossover, drift, model {_name(model)}, n = {n}, T = {float(T):g}", drift_unit,
+            units.append((f"crossover, drift, model {model_label(model)}, n = {n}, T = {float(T):g}", drift_unit,
                           (model, emb, device, dtype, int(n), float(T), init, seeds, budget, record_every,
                            deltas, block, progress)))
     parts = run_all(units, scheduler)
@@ -254,10 +254,6 @@ def drift_unit(model, emb, device, dtype, n: int, T: float, init: np.ndarray, se
     return rows, pd.DataFrame({"n": n, "temperature": T, "step": rs, "mean_drift": d.mean(1),
                                "median_drift": np.median(d, axis=1), "q25": np.quantile(d, 0.25, axis=1),
                                "q75": np.quantile(d, 0.75, axis=1)})
-
-
-def _name(model) -> str:
-    return str(model["name"]) if isinstance(model, dict) else type(model).__name__
 
 
 def censored_median(tau: np.ndarray, censored: np.ndarray, budget: float, seed: int = 0) -> dict:

@@ -11,7 +11,7 @@ from conftest import named_models
 SIZE_KEYS = {"n_rectangles", "n_grids", "n_contexts", "top_k", "extra", "drift_states", "trials", "steps", "pairs",
              "budget", "sweeps", "budget_sweeps", "reference_sweeps", "fast_within", "power_replicates", "fixed_t", "chains", "checkpoint_every", "seeds_per_topic", "chains_per_seed", "prefix_chains", "rectangles",
              "replicates", "sample_size", "null_chains", "traps", "temperatures", "max_moves", "exact_chains",
-             "tmix_max_states", "calibration_n", "calibration_pairs", "max_states", "passages", "passage_max_n", "starts", "candidates"}
+             "tmix_max_states", "calibration_n", "calibration_pairs", "max_states", "settle_states", "passages", "passage_max_n", "starts", "candidates"}
 
 
 def _counts_only(size: dict, a: dict, b: dict, where) -> None:

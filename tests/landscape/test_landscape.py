@@ -457,3 +457,30 @@ def test_an_unfinished_search_with_one_well_says_so_rather_than_inf():
     found = explore.search(explore.Moves(TableScorer(s), [[0, 1]] * n), [(0,) * n, (0, 1) * (n // 2)],
                            max_states=30)          # the second start's descent runs out of the budget
     assert len(found.wells) == 1 and not found.finished and math.isnan(found.gamma)
+
+
+@pytest.mark.parametrize("n, J, h", [(12, 0.8, 0.5), (13, 0.3, -0.1)])
+def test_settle_states_close_a_bracket_that_max_states_leave_open(n, J, h):
+    """A search cut short at 1/32 of the states leaves Gamma's bracket open when it may spend only as
+    much again on it; given settle_states of the whole space it closes on the enumerated Gamma (each
+    unsettled cost is raised only up to W(1)'s upper end, and a search short of it runs again on the
+    states the others scored: with an even split and each cost raised to its own upper end, 2677
+    states were opened on the first chain and the bracket stayed [15.0, 25.8]).
+    A search that settles within max_states spends none of settle_states: the same states opened,
+    the same Gamma, whatever settle_states is."""
+    s = curie_weiss(n, J, h)
+    L = enumerated.two_token_landscape(s)
+    cut = 2 ** n // 32
+
+    def run(settle):
+        return explore.search(explore.Moves(TableScorer(s), [[0, 1]] * n), [(0,) * n, (1,) * n], max_states=cut,
+                              settle_states=settle)
+
+    short, long = run(cut), run(2 ** n)
+    assert math.isinf(short.gamma) and short.gamma_low < short.gamma_high
+    assert long.gamma == pytest.approx(L.gamma, abs=1e-9) and long.gamma_low == long.gamma_high
+    assert not long.finished and long.opened > short.opened      # the main search ran out: wells may be missing
+    small = curie_weiss(8, 0.5, 0.2)
+    done = [explore.search(explore.Moves(TableScorer(small), [[0, 1]] * 8), [(0,) * 8, (1,) * 8], max_states=400,
+                           settle_states=k) for k in (0, 10 ** 6)]
+    assert all(d.finished for d in done) and done[0].opened == done[1].opened and done[0].gamma == done[1].gamma

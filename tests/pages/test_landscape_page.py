@@ -66,7 +66,11 @@ def test_gamma_sentences_say_listed_and_searched_apart():
     v = land.verdicts(t.assign(**{"tokens": "a|b", "ground well": "", "well sizes": "", "other wells": ""}))
     [text] = page.gamma_sentences(t, v)
     assert "3: one well" in text and "4: 1" in text and "every state listed up to n = 4" in text
-    assert "n = 5 to 6 searched (4 wells found over 2 lengths, 100 states opened, 1 searches stopped" in text
+    assert "n = 5 to 6 searched (4 wells found over 2 lengths, 100 states opened, 1 search stopped at its budget" in text
+    both = t.assign(finished=t.n <= 4)
+    [text] = page.gamma_sentences(both, land.verdicts(both.assign(**{"tokens": "a|b", "ground well": "", "well sizes": "",
+                                                                     "other wells": ""})))
+    assert "2 searches stopped at their budget" in text
     assert "not certified complete" in text
 
 

@@ -443,7 +443,7 @@ def test_the_phase_section_on_the_tiny_mlm_agrees_with_itself_and_with_direct_ke
     p = {"models": [{"name": "tiny-mlm", "pair": ["the", "dog"], "corpus": "tiny", "max_n": 5}], "min_n": 3,
          "temperatures": [0.5, 2.0], "tmix_max_states": 32, "calibration_n": 4,
          "calibration_pairs": 50, "passages": 2, "passage_max_n": 4,
-         "landscape": {"lengths": [7], "passages": 1, "starts": 2, "max_states": 20},
+         "landscape": {"lengths": [7], "passages": 1, "starts": 2, "max_states": 20, "settle_states": 20},
          "covering": {"lengths": [3], "temperatures": [0.05], "eps": 0.05, "max_states": 400}}
     run = phasegrid.run(p, device="cpu", dtype="float32", on_missing_model="fail", gen=torch.Generator().manual_seed(0))
     t = run.table
@@ -488,7 +488,7 @@ def test_a_missing_phase_model_is_a_note_or_an_error_as_the_profile_says():
 
     base = {"min_n": 3, "temperatures": [1.0, 2.0], "tmix_max_states": 16,
             "calibration_n": 3, "calibration_pairs": 20, "passages": 1, "passage_max_n": 3,
-            "landscape": {"lengths": [], "passages": 0, "starts": 0, "max_states": 1},
+            "landscape": {"lengths": [], "passages": 0, "starts": 0, "max_states": 1, "settle_states": 0},
             "covering": {"lengths": [], "temperatures": [1.0], "eps": 0.1, "max_states": 10}}
     good = {"name": "tiny-mlm", "pair": ["the", "dog"], "corpus": "tiny", "max_n": 4}
     gone = {"name": "local/no-such-model", "pair": ["a", "b"], "corpus": "tiny", "max_n": 4}

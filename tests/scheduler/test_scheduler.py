@@ -88,7 +88,7 @@ PHASE = {"models": [{"name": "tiny-mlm", "pair": ["the", "dog"], "corpus": "tiny
                     {"name": "tiny-mlm", "pair": ["a", "cat"], "corpus": "tiny", "max_n": 4}], "min_n": 3,
          "temperatures": [0.5, 2.0], "tmix_max_states": 32, "calibration_n": 4,
          "calibration_pairs": 50, "passages": 2, "passage_max_n": 4,
-         "landscape": {"lengths": [7], "passages": 1, "starts": 2, "max_states": 20},
+         "landscape": {"lengths": [7], "passages": 1, "starts": 2, "max_states": 20, "settle_states": 20},
          "covering": {"lengths": [3], "temperatures": [0.05], "eps": 0.05, "max_states": 400}}
 
 

@@ -17,9 +17,10 @@ out of its budget.
 Cost: one search scores at most ``max_states`` states, its descents and all its Dijkstra searches
 together (:class:`Moves` keeps the budget); a search that runs out says so (``finished`` False).
 Where it ran out before every cost between wells was settled, :func:`bracket` brackets Gamma with at
-most ``max_states`` states more: descents from the edge of what was scored give upper ends (an exit
+most ``settle_states`` states more: descents from the edge of what was scored give upper ends (an exit
 climbs to a saddle and falls into the other well at no cost), forward or bidirectional Dijkstra
-searches lower ones. That is 2 ``max_states`` in all, and 2n for a last path per cost left unsettled.
+searches lower ones. That is ``max_states + settle_states`` in all, and 2n for a last path per cost
+left unsettled.
 """
 from __future__ import annotations
 
@@ -357,14 +358,16 @@ class Searched:
     gamma_high: float = math.nan
 
 
-def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> Searched:
+def search(moves: Moves, starts, *, max_states: int = 2000, settle_states: int | None = None,
+           rounds: int = 3) -> Searched:
     """Wells from ``starts`` by descent, then V by Dijkstra from every well (module docstring);
     fixed points met on the way join the wells and the searches run again, ``rounds`` times at most.
     The search scores at most ``max_states`` states in all (the budget of ``moves`` is set to that,
     counting the states it already holds), its descents at most half of them; a start whose descent
     runs out adds no well, and a search that finds no well reports Gamma as inf (not settled). A
-    search that ran out before settling every V brackets Gamma (:func:`bracket`, up to ``max_states``
-    states more); where the bracket closes (its ends within :data:`MET`), Gamma is its value
+    search that ran out before settling every V brackets Gamma (:func:`bracket`, up to
+    ``settle_states`` states more, ``max_states`` where None): only such a search spends them, so a
+    large ``settle_states`` costs nothing where the search settles. Where the bracket closes (its ends within :data:`MET`), Gamma is its value
     (``finished`` stays False: wells may be missing), and elsewhere inf, even where some V were
     settled: W(1) - W(2) over V with an unsettled entry at inf is not Gamma."""
     moves.budget = max_states // 2            # descents may spend half the budget, Dijkstra the rest
@@ -393,7 +396,8 @@ def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> 
     finished = finished and done
     g = gamma(V) if len(wells) > 1 else math.nan
     ground = deepest_root(V) if len(wells) > 1 else 0
-    low, high = (g, g) if finished else bracket(moves, wells, V, frontier, max_states)
+    extra = max_states if settle_states is None else settle_states
+    low, high = (g, g) if finished else bracket(moves, wells, V, frontier, extra)
     if not finished and len(wells) > 1:       # settled only where the bracket met (a V left at inf is not settled)
         met = high - low <= MET * max(1.0, abs(high))
         g, low = (high, high) if met else (math.inf, low)
@@ -401,12 +405,19 @@ def search(moves: Moves, starts, *, max_states: int = 2000, rounds: int = 3) -> 
 
 
 def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extra: int) -> tuple[float, float]:
-    """Gamma's bracket over the wells found, for a search that did not settle every V. Each V it did
-    not reach is bracketed by :func:`_close`, which may score ``extra`` more states in all (each V in
-    turn takes an even share of what the ones before it left); its lower end is never below ``frontier`` (Dijkstra settles costs in order),
-    and where it found no path, the upper end is the cost of :func:`path_cost` between the wells'
-    first states (up to 2n more states). W(1) and W(2) grow with every entry of V, so Gamma = W(1) - W(2)
-    lies within [W1(low) - W2(high), W1(high) - W2(low)]; with two wells that is [min low, min high].
+    """Gamma's bracket over the wells found, for a search that did not settle every V, with at most
+    ``extra`` more states. First the upper ends: each V it did not reach takes an even share of half
+    of them (what the ones before it left) for descents over the saddle (:func:`descent_bound`).
+    Then the lower ends: Dijkstra's search forward from each well (:func:`_raise`) with an even share
+    of what is left, stopped at its V's upper end or at U = W(1) over the upper ends, whichever is
+    lower; the searches still short of that run once more on whatever the others left (the states
+    scored by any of them are free to all). No V need be known past U: a W-graph that uses an arrow of cost U or more weighs at least
+    W(1), which is at least W(2), so W(1) and W(2) over V capped at U are W(1) and W(2) themselves.
+    A lower end is never below ``frontier`` (Dijkstra settles costs in order); where no descent found
+    a path, the bidirectional :func:`between` gives both ends, and where it found none either, the
+    upper end is the cost of :func:`path_cost` between the wells' first states (up to 2n more
+    states). W(1) and W(2) grow with every entry of V, so Gamma = W(1) - W(2) lies within
+    [W1(low) - W2(high), W1(high) - W2(low)]; with two wells that is [min low, min high].
     :func:`between` does not keep its paths off third wells: its costs are the least over all paths,
     which give the same W(1) - W(2) (checked against enumerated landscapes in the tests). NaN with
     one well."""
@@ -415,30 +426,37 @@ def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extr
         return math.nan, math.nan
     low, high = V.copy(), V.copy()
     todo = [(a, b) for a in range(m) for b in range(m) if a != b and not np.isfinite(V[a, b])]
-    stop = moves.opened + extra
+    stop, half = moves.opened + extra, moves.opened + extra // 2
     for k, (a, b) in enumerate(todo):
-        share = max(stop - moves.opened, 0) // (len(todo) - k)
-        lo, hi = _close(moves, wells[a], wells[b], frontier[a, b], share)
-        if not np.isfinite(hi):
+        high[a, b] = descent_bound(moves, wells[a], wells[b], max(half - moves.opened, 0) // (len(todo) - k))
+    cap = least_weight(high, 1)
+    low[np.isinf(V)] = frontier[np.isinf(V)]
+    for again in (False, True):               # again: on what the first pass left, its scored states free
+        left = [(a, b) for a, b in todo if low[a, b] < min(high[a, b], cap)]
+        for k, (a, b) in enumerate(left):
+            share = max(stop - moves.opened, 0) // (len(left) - k)
+            low[a, b], high[a, b] = _raise(moves, wells[a], wells[b], low[a, b], high[a, b],
+                                           min(high[a, b], cap), share)
+    for a, b in todo:
+        if not np.isfinite(high[a, b]):
             moves.budget += 2 * len(min(wells[a]))
-            hi = path_cost(moves, min(wells[a]), min(wells[b]))
-        low[a, b], high[a, b] = min(lo, hi), hi
+            high[a, b] = path_cost(moves, min(wells[a]), min(wells[b]))
+            low[a, b] = min(low[a, b], high[a, b])
     least = least_weight(low, 1) - least_weight(high, 2)
     most = least_weight(high, 1) - least_weight(low, 2)
     return (max(float(least), 0.0) if np.isfinite(least) else 0.0), float(most)
 
 
-def _close(moves: Moves, source: frozenset, target: frozenset, low: float, extra: int) -> tuple[float, float]:
-    """The bracket of the least cost from ``source`` to ``target`` with at most ``extra`` states more:
-    descents from the scored region's edge (:func:`descent_bound`, at most half of them) give the
-    upper end; then Dijkstra's search forward from ``source`` (its states already scored are free)
-    raises the lower end until it meets the upper one. Where no descent reached ``target``, the
-    bidirectional :func:`between` spends what the descents left instead."""
-    start = moves.opened
-    hi = descent_bound(moves, source, target, extra // 2)
-    moves.budget = start + extra
+def _raise(moves: Moves, source: frozenset, target: frozenset, low: float, hi: float, ceiling: float,
+           extra: int) -> tuple[float, float]:
+    """The bracket of the least cost from ``source`` to ``target``, given its ends so far (``low``,
+    ``hi``), with at most ``extra`` states more: Dijkstra's search forward from ``source`` (its states
+    already scored are free) raises the lower end until it settles ``target`` or reaches ``ceiling``
+    (at most ``hi``: past it nothing is needed, :func:`bracket`). Where no path is known (``hi``
+    inf), the bidirectional :func:`between` spends them instead."""
+    moves.budget = moves.opened + extra
     if np.isfinite(hi):
-        r = _dijkstra(moves, source, {x: 0 for x in target}, moves.budget, 0, ceiling=hi)
+        r = _dijkstra(moves, source, {x: 0 for x in target}, moves.budget, 0, ceiling=ceiling)
         low = max(low, min((r.cost[x] for x in target if x in r.cost), default=r.frontier))
     else:
         lo, hi = between(moves, source, target, moves.budget)

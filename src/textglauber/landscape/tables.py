@@ -57,18 +57,18 @@ def enumerated_rows(scorer, model: str, design: str, text: str, pairs_by_n: dict
 
 
 def searched_rows(scorer, model: str, design: str, text: str, pairs_by_n: dict, *, starts: int, max_states: int,
-                  rng: np.random.Generator) -> pd.DataFrame:
+                  settle_states: int, rng: np.random.Generator) -> pd.DataFrame:
     """Landscape rows of lengths past enumeration: wells from ``starts`` random states and both
     uniform states, by :func:`textglauber.landscape.explore.search` (not certified complete); where a
     search ran out of its budget with two wells found, Gamma's bracket over them (``gamma low``,
-    ``gamma high``)."""
+    ``gamma high``), closed with up to ``settle_states`` states more."""
     rows = []
     for n in sorted(pairs_by_n):
         pairs = np.asarray(pairs_by_n[n])
         picks = [np.zeros(n, int), np.ones(n, int)] + [rng.integers(2, size=n) for _ in range(starts)]
         begin = [tuple(int(t) for t in pairs[np.arange(n), b]) for b in picks]
         moves = explore.Moves(scorer, list(pairs))
-        s = explore.search(moves, begin, max_states=max_states)
+        s = explore.search(moves, begin, max_states=max_states, settle_states=settle_states)
         tokens = [np.array(sorted(w)) for w in s.wells]
         rows.append(_row(model, design, text, n, tokens, s.gamma, s.ground, s.opened, False, s.finished, scorer,
                          (s.gamma_low, s.gamma_high)))

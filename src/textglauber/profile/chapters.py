@@ -19,14 +19,16 @@ from .values import (LANDSCAPE_MAX_N, MAX_SPINS, MAX_STATES, NULL_SEEDS, PHASE_M
 class Landscape(Closed):
     """Chapter 3's landscape past enumeration (:mod:`textglauber.landscape`): the two-token chains at
     ``lengths`` longer than a model's ``max_n`` are searched for wells from ``starts`` random states
-    (and both uniform ones), one length's search scoring at most ``max_states`` states in all; the global
-    design and the first ``passages`` passages are searched."""
+    (and both uniform ones), one length's search scoring at most ``max_states`` states in all, and a
+    search that stops between two wells up to ``settle_states`` more to close Gamma's bracket; the
+    global design and the first ``passages`` passages are searched."""
     noun: ClassVar[str] = "a key of phase.landscape"
     lengths: ListOf(Length(Int(ge=3, le=LANDSCAPE_MAX_N)), "integers in [3, 64], increasing", min_length=0,
                     distinct=True)
     passages: Count0
     starts: Int(ge=0, le=256)
     max_states: Int(ge=1, le=100_000)
+    settle_states: Int(ge=0, le=100_000)
 
     @model_validator(mode="after")
     def _relations(self):

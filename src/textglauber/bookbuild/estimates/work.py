@@ -113,8 +113,9 @@ def _phase_work(ph: dict) -> float:
     calibration's n once more, for two designs); each (n, T) cell's linear algebra costs about
     :data:`PHASE_CELL` rows per state (eigenvalues, the stationary law, the powers for t_mix up to
     ``tmix_max_states``), and the landscape check six more cells per listed chain. Past the listed
-    lengths, the landscape's searches score up to ``max_states`` states of n rows each, and as many
-    again where they bracket Gamma (:data:`SEARCH_SHARE`), on the global pair and ``landscape.passages``
+    lengths, the landscape's searches score up to ``max_states`` states of n rows each
+    (:data:`SEARCH_SHARE`), and up to ``settle_states`` more where they stop between wells
+    (:data:`SETTLE_SHARE`), on the global pair and ``landscape.passages``
     passages; the covering chains score at most ``max_states`` rows a cell."""
     work = 0.0
     q, cov = ph.get("landscape") or {}, ph.get("covering") or {}
@@ -130,14 +131,15 @@ def _phase_work(ph: dict) -> float:
         work += sum(bookkeeping((len(ph.get("temperatures", [])) + 6) * PHASE_CELL * 2 ** n) for n in ns if n >= 2)
         far = [int(n) for n in _items(q.get("lengths")) if int(n) > top]
         searched = 1 + int(q.get("passages", 0))
-        work += sum(searched * SEARCH_SHARE * int(q.get("max_states", 0)) * n * cost for n in far)
+        top_states = int(q.get("max_states", 0))        # records made before settle_states bracketed with max_states
+        states = SEARCH_SHARE * top_states + SETTLE_SHARE * int(q.get("settle_states", top_states))
+        work += sum(searched * states * n * cost for n in far)
         work += len(_items(cov.get("lengths"))) * len(_items(cov.get("temperatures"))) * int(cov.get("max_states", 0)) * cost
     return work
 
 
-SEARCH_SHARE = 2   # a landscape search's states over its max_states, typically: the search, then its bracket, and
-                   # 2n for a last path per cost left unsettled (offline, 2026-12-01, cap 300: 0.75 to 2.92 times
-                   # the cap, 1.68 on average, over 12 searches)
+SEARCH_SHARE = 1     # a landscape search's states over its max_states, before any bracket
+SETTLE_SHARE = 0.25  # ... and over its settle_states, typically: most searches settle before they bracket
 
 
 def _escape_model_work(e: dict, m) -> float:

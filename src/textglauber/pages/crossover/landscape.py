@@ -53,7 +53,8 @@ def gamma_sentences(table: pd.DataFrame, verdicts: pd.DataFrame) -> list[str]:
             unfinished = int((~searched.finished.astype(bool)).sum())
             how += (f"; n = {int(searched.n.min())} to {int(searched.n.max())} searched ({int(searched.wells.sum())} "
                     f"wells found over {len(searched)} lengths, {int(searched['states opened'].sum()):,} states opened"
-                    + (f", {unfinished} searches stopped at their budget" if unfinished else "") + ", not certified complete)")
+                    + (f", {unfinished} search{'es' if unfinished != 1 else ''} stopped at {'their' if unfinished != 1 else 'its'} budget"
+                       if unfinished else "") + ", not certified complete)")
         out.append(f"{v['model']}, {_design(v['design'])} (Γ by n: {values}; {how}): {v['words']} "
                    f"(verdict: {v['barrier']}).")
     return out

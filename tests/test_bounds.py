@@ -155,8 +155,8 @@ def test_run_models_measures_each_model_as_the_chapter_did_and_skips_a_missing_o
         [spec, {**spec, "name": "no-such-model"}], gen=torch.Generator().manual_seed(3), device="cpu", dtype="float32",
         on_missing_model="skip", **design)
     assert list(fits) == ["tiny-mlm"] and len(notes) == 1 and "no-such-model" in notes[0]
-    gen = torch.Generator().manual_seed(3)
-    lm, scorer = models.open_mlm(spec, device="cpu", dtype="float32")
+    gen = torch.Generator().manual_seed(int(torch.randint(2**31 - 1, (1,), generator=torch.Generator().manual_seed(3))))
+    lm, scorer = models.open_mlm(spec, device="cpu", dtype="float32")      # the first model's unit: its own seed
     passages = corpus.windows(lm.tokenizer, "tiny", 5, 50, int(torch.randint(2**31 - 1, (1,), generator=gen)),
                               vocab=scorer.vocab)
     res, table = influence.experiment(scorer, passages, [0.5, 2.0], n_contexts=1, top_k=2, extra=1, gen=gen)

@@ -249,7 +249,9 @@ def test_run_models_skips_what_cannot_be_had_and_labels_what_ran():
         ["tiny-mlm", "the dog ran", 2, 1.0, 9], ["tiny-mlm", "the dog ran", 2, 3.0, 9]]
     assert "hitting time (median)" in runs.truth and len(runs.described) == 1
     assert [label["n"] for label, _ in runs.tables] == [2] and len(runs.tables[0][1].chain.states) == 9
-    with pytest.raises(models.ModelUnavailableError, match="no-such-model"):
+    from textglauber.scheduler import UnitFailed
+
+    with pytest.raises(UnitFailed, match="model package:no-such-model, tokens a b, n = 2: ModelUnavailableError"):
         groundtruth.run_models([{"name": "package:no-such-model", "tokens": ["a", "b"], "n": 2}], temperatures=[1.0],
                                gen=torch.Generator(), device="cpu", dtype="auto", on_missing_model="fail",
                                pairs=4, budget=40, rectangles=4)

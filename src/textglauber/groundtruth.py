@@ -317,28 +317,57 @@ class Restricted:
 
 
 def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: str, on_missing_model: str,
-               temperatures, **settings) -> Restricted:
+               temperatures, scheduler: str | None = None, **settings) -> Restricted:
     """:func:`ground_truth` for each model entry of ``specs`` restricted to its tokens and length, with the
-    model's own embedding of each state; ``settings`` are :func:`ground_truth`'s. A model that cannot
-    be had is skipped with a line in the result's ``notes`` or raises, as ``on_missing_model`` says."""
-    frames, trap_frames, described, restricted, notes = [], [], [], [], []
-    for spec in specs:
-        opened = models.or_skip(on_missing_model, notes, spec["name"], models.open_mlm, spec, device=device,
-                                dtype=measurement_dtype(dtype))
-        if opened is None:
-            continue
-        lm, scorer = opened
-        described.append(lm.describe())
-        table = TabulatedScorer(scorer, spec["n"])
-        embedding = semantics.embedder("self", lm)(table.chain.states)      # the model's own view of each state
-        gt = ground_truth(table, temperatures, gen=gen, embedding=embedding, **settings)
-        label = dict(model=spec["name"], tokens=" ".join(spec["tokens"]), n=spec["n"])
-        restricted.append((label, table))
-        frames.append(gt.table.assign(**label))
-        if len(gt.traps):
-            trap_frames.append(gt.traps.assign(**label))
-    basins = pd.concat(trap_frames, ignore_index=True) if trap_frames else pd.DataFrame()
-    return Restricted(pd.concat(frames, ignore_index=True), basins, restricted, described, notes)
+    model's own embedding of each state; ``settings`` are :func:`ground_truth`'s. One unit of work per
+    entry (:func:`model_unit`) on ``scheduler`` (:mod:`textglauber.scheduler`; None: its setting from
+    the environment, serial by default), each seeded from ``gen`` in the order of ``specs`` before any
+    runs. A model that cannot be had is skipped with a line in the result's ``notes`` or raises, as
+    ``on_missing_model`` says."""
+    from .scheduler import run_all
+
+    seeds = [child_seed(gen) for _ in specs]
+    units = [(f"ground_truth, restricted chain, model {spec['name']}, tokens {' '.join(spec['tokens'])}, n = {spec['n']}",
+              model_unit, (spec, seed, on_missing_model, device, dtype, temperatures, settings))
+             for spec, seed in zip(specs, seeds)]
+    parts = run_all(units, scheduler)
+    notes = [note for _, ns in parts for note in ns]
+    done = [part for part, _ in parts if part is not None]
+    frames = [part.truth for part in done]
+    traps = [part.basins for part in done if len(part.basins)]
+    return Restricted(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(),
+                      pd.concat(traps, ignore_index=True) if traps else pd.DataFrame(),
+                      [(part.label, part.table) for part in done], [part.described for part in done], notes)
+
+
+@dataclass
+class RestrictedPart:
+    """One model entry's share of :class:`Restricted` (:func:`model_unit`)."""
+
+    truth: pd.DataFrame
+    basins: pd.DataFrame
+    label: dict
+    table: TabulatedScorer
+    described: dict
+
+
+def model_unit(spec: dict, seed: int, on_missing_model: str, device: str, dtype: str, temperatures, settings: dict):
+    """:func:`ground_truth` of one model entry, from a generator seeded with ``seed``:
+    (:class:`RestrictedPart`, or None where the model was skipped, notes). A unit of work that runs
+    the same in this process or on a worker (its table holds the scores, not the model)."""
+    notes: list = []
+    opened = models.or_skip(on_missing_model, notes, spec["name"], models.open_mlm, spec, device=device,
+                            dtype=measurement_dtype(dtype))
+    if opened is None:
+        return None, notes
+    lm, scorer = opened
+    table = TabulatedScorer(scorer, spec["n"])
+    embedding = semantics.embedder("self", lm)(table.chain.states)      # the model's own view of each state
+    gt = ground_truth(table, temperatures, gen=torch.Generator().manual_seed(int(seed)), embedding=embedding,
+                      **settings)
+    label = dict(model=spec["name"], tokens=" ".join(spec["tokens"]), n=spec["n"])
+    basins = gt.traps.assign(**label) if len(gt.traps) else pd.DataFrame()
+    return RestrictedPart(gt.table.assign(**label), basins, label, table, lm.describe()), notes
 
 
 def basin_summary(basins: pd.DataFrame) -> pd.DataFrame:

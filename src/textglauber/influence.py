@@ -152,36 +152,74 @@ def experiment(scorer, passages: torch.Tensor, temperatures, *, n_contexts: int,
 # --------------------------------------------------------------------------- the bounds chapter
 def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: str, on_missing_model: str,
                seq_len: int, n_contexts: int, top_k: int, extra: int, temperatures, eps: float,
-               drift_k: int, drift_states: int, drift_temperatures):
-    """The bounds chapter's protocol for each masked LM in turn: seed windows of its corpus,
-    influence estimates (:func:`experiment`), the drift of its ``drift_token`` planted ``drift_k``
-    times (:func:`margins.drift_table`) and the score gaps of the seed windows. A model that
-    cannot be had becomes a note (``on_missing_model="skip"``) or stops the run (``"fail"``).
+               drift_k: int, drift_states: int, drift_temperatures, scheduler: str | None = None):
+    """The bounds chapter's protocol for each masked LM, one unit of work per model
+    (:func:`model_unit`) on ``scheduler`` (:mod:`textglauber.scheduler`; None: its setting from the
+    environment, serial by default). Every model's seed is drawn from ``gen``, in the order of
+    ``specs``, before any unit runs, so neither a skipped model nor the scheduler changes another's
+    rows. A model that cannot be had becomes a note (``on_missing_model="skip"``) or stops the run
+    (``"fail"``).
 
     Returns (InfluenceResult by model, alpha table, drift table, drift per state, gap table, model
     descriptions, notes)."""
-    fits, alpha, drift, states, gaps, described, notes = {}, [], [], [], [], [], []
-    for spec in specs:
-        opened = models.or_skip(on_missing_model, notes, spec["name"], models.open_mlm, spec, device=device,
-                                dtype=dtype)
-        if opened is None:
-            continue
-        lm, scorer = opened
-        passages = corpus.windows(lm.tokenizer, spec["corpus"], seq_len, max(50, n_contexts),
-                                  child_seed(gen), vocab=scorer.vocab)
-        token = vocabulary.single_token(lm.tokenizer, spec["drift_token"])   # one token, or an error before compute
-        res, table = experiment(scorer, passages, temperatures, n_contexts=n_contexts, top_k=top_k,
-                                extra=extra, gen=gen, eps=eps)
-        fits[spec["name"]] = res
-        alpha.append(table.assign(model=spec["name"], t_star=res.t_star))
-        dt, per_state, _ = margins.drift_table(scorer, passages, token, drift_k, drift_states,
-                                               drift_temperatures, gen, tokenizer=lm.tokenizer)
-        drift.append(dt.assign(model=spec["name"], token=spec["drift_token"]))
-        states.append(per_state.assign(model=spec["name"]))
-        gaps.append({"model": spec["name"], **margins.gap_summary(scorer, passages)})
-        described.append({**lm.describe(), "corpus": spec["corpus"], "|A|": scorer.vocab.size})
-    return (fits, pd.concat(alpha, ignore_index=True), pd.concat(drift, ignore_index=True),
-            pd.concat(states, ignore_index=True), pd.DataFrame(gaps), described, notes)
+    from .scheduler import run_all
+
+    settings = {"device": device, "dtype": dtype, "seq_len": seq_len, "n_contexts": n_contexts, "top_k": top_k,
+                "extra": extra, "temperatures": temperatures, "eps": eps, "drift_k": drift_k,
+                "drift_states": drift_states, "drift_temperatures": drift_temperatures}
+    seeds = [child_seed(gen) for _ in specs]
+    units = [(f"bounds, influence and drift, model {spec['name']}", model_unit, (spec, seed, on_missing_model, settings))
+             for spec, seed in zip(specs, seeds)]
+    parts = run_all(units, scheduler)
+    notes = [note for _, ns in parts for note in ns]
+    done = [part for part, _ in parts if part is not None]
+    fits = {part.name: part.fit for part in done}
+
+    def joined(name):
+        return pd.concat([getattr(part, name) for part in done], ignore_index=True) if done else pd.DataFrame()
+
+    return (fits, joined("alpha"), joined("drift"), joined("states"), pd.DataFrame([part.gaps for part in done]),
+            [part.described for part in done], notes)
+
+
+@dataclass
+class BoundsPart:
+    """One model's share of the bounds chapter (:func:`model_unit`)."""
+
+    name: str
+    fit: InfluenceResult
+    alpha: pd.DataFrame
+    drift: pd.DataFrame
+    states: pd.DataFrame
+    gaps: dict
+    described: dict
+
+
+def model_unit(spec: dict, seed: int, on_missing_model: str, settings: dict):
+    """One model's influence estimates (:func:`experiment`), the drift of its ``drift_token`` planted
+    ``drift_k`` times (:func:`margins.drift_table`) and the score gaps of its seed windows, from a
+    generator seeded with ``seed``: (:class:`BoundsPart`, or None where the model was skipped, notes).
+    A unit of work that runs the same in this process or on a worker."""
+    notes: list = []
+    gen = torch.Generator().manual_seed(int(seed))
+    opened = models.or_skip(on_missing_model, notes, spec["name"], models.open_mlm, spec, device=settings["device"],
+                            dtype=settings["dtype"])
+    if opened is None:
+        return None, notes
+    lm, scorer = opened
+    q = settings
+    passages = corpus.windows(lm.tokenizer, spec["corpus"], q["seq_len"], max(50, q["n_contexts"]),
+                              child_seed(gen), vocab=scorer.vocab)
+    token = vocabulary.single_token(lm.tokenizer, spec["drift_token"])   # one token, or an error before compute
+    res, table = experiment(scorer, passages, q["temperatures"], n_contexts=q["n_contexts"], top_k=q["top_k"],
+                            extra=q["extra"], gen=gen, eps=q["eps"])
+    dt, per_state, _ = margins.drift_table(scorer, passages, token, q["drift_k"], q["drift_states"],
+                                           q["drift_temperatures"], gen, tokenizer=lm.tokenizer)
+    part = BoundsPart(spec["name"], res, table.assign(model=spec["name"], t_star=res.t_star),
+                      dt.assign(model=spec["name"], token=spec["drift_token"]), per_state.assign(model=spec["name"]),
+                      {"model": spec["name"], **margins.gap_summary(scorer, passages)},
+                      {**lm.describe(), "corpus": spec["corpus"], "|A|": scorer.vocab.size})
+    return part, notes
 
 
 def alpha_summary(alpha_all: pd.DataFrame, profile: str) -> pd.DataFrame:

@@ -45,7 +45,8 @@ def test_makespan_against_an_event_simulation_and_its_limits():
 def test_the_units_are_the_sections_they_stand_for():
     """The crossover's units, a batch of its drift cells (length, temperature), one of its coupling
     lengths and one of its phase models, add up to the chapter's whole work, each batch to its
-    section's, and the traps' units to the escape models' part; a chapter with no units hands out none."""
+    section's, the traps' units to the escape models' part, the bounds' to the whole chapter and the
+    ground truth's to all but its holding checks; a chapter with no units hands out none."""
     spec = P.load_profile("offline")
     cross = P.chapter_parameters("offline", "crossover", spec=spec)
     drift, pairs, phase = work.unit_batches("crossover", cross)
@@ -74,7 +75,17 @@ def test_the_units_are_the_sections_they_stand_for():
     whole = work.work_parts("basins", basins)
     chains_only = work.work_parts("basins", {**basins, "prefix_chains": 0, "score_every": 10 ** 12})   # scoring ~0
     assert sum(u[0] for u in bu) == pytest.approx(chains_only[0], rel=1e-6) and whole[0] > sum(u[0] for u in bu)
-    assert work.unit_parts("bounds", P.chapter_parameters("offline", "bounds", spec=spec)) == []
+    bounds = P.chapter_parameters("offline", "bounds", spec=spec)
+    units = work.unit_parts("bounds", bounds)
+    assert len(units) == len(bounds["models"]) and sum(u[0] for u in units) == pytest.approx(
+        work.work_parts("bounds", bounds)[0], rel=1e-9)
+    truth = P.chapter_parameters("offline", "ground_truth", spec=spec)
+    units = work.unit_parts("ground_truth", truth)
+    no_holding = work.work_parts("ground_truth", {**truth, "holding": {}})
+    assert len(units) == len(truth["models"])
+    for j in (0, 1):
+        assert sum(u[j] for u in units) == pytest.approx(no_holding[j], rel=1e-9)
+    assert work.unit_parts("cost", {}) == []
 
 
 def test_more_workers_never_slow_the_estimate_and_its_floor_is_the_longest_unit():
@@ -110,7 +121,7 @@ def test_more_workers_never_slow_the_estimate_and_its_floor_is_the_longest_unit(
     # a last run twice the estimate doubles everything but the starts
     twice = workers.on_workers("crossover", cross, 2 * serial, probe, 2)
     assert twice.seconds - 3 * workers.START_S == pytest.approx(2 * (got[2].seconds - 3 * workers.START_S))
-    assert workers.on_workers("bounds", P.chapter_parameters("offline", "bounds", spec=spec), 100.0, probe, 2) is None
+    assert workers.on_workers("cost", {}, 100.0, probe, 2) is None
 
 
 def test_the_plan_prints_the_estimate_on_local_workers(tmp_path, monkeypatch):
@@ -143,12 +154,13 @@ def test_the_projection_prices_only_what_is_handed_out():
     none = t[t.units == 0]
     assert len(none) and (none["hours on 64 workers"] == none["hours serially"]).all()
     some = t[t.units > 0].set_index("chapter")
-    assert set(some.index) == {"crossover", "incompatibility", "traps", "basins"}
+    assert set(some.index) == {"crossover", "incompatibility", "traps", "basins", "bounds", "ground_truth"}
     assert (some["hours on 64 workers"] <= some["hours on 2 workers"] + 1e-12).all()
     many = some[some.units > 1]             # one unit on one thread gains nothing over torch's two threads
     assert len(many) >= 3 and (many["hours on 2 workers"] < many["hours serially"]).all()
     text = report.workers_sentence(t, "offline")
-    assert (f"incompatibility ({some.units['incompatibility']} units), crossover ({some.units['crossover']} units), "
-            "traps (3 units) and basins (1 unit)") in text and f"{t['hours serially'].sum():.3g} h" in text
+    assert (f"incompatibility ({some.units['incompatibility']} units), bounds ({some.units['bounds']} units), "
+            f"crossover ({some.units['crossover']} units), traps (3 units), basins (1 unit) and ground_truth "
+            f"({some.units['ground_truth']} units)") in text and f"{t['hours serially'].sum():.3g} h" in text
     assert "no chapter hand" in report.workers_sentence(t.assign(units=0), "offline")
     assert "no projection" in report.workers_sentence(t.iloc[:0], "offline")

@@ -305,3 +305,52 @@ def test_the_basin_chains_are_identical_serially_and_on_two_workers():
     assert (moved > 1).any()
     scores2, described2, _, _ = _basins("local:2")
     pd.testing.assert_frame_equal(scores, scores2, check_exact=True)
+
+
+def _bounds(where):
+    from textglauber import influence
+
+    specs = [{"name": "tiny-mlm", "corpus": "tiny", "drift_token": "."},
+             {"name": "tiny-mlm:seed=1,layers=3", "corpus": "tiny", "drift_token": "."}]
+    return influence.run_models(specs, gen=torch.Generator().manual_seed(0), device="cpu", dtype="float32",
+                                on_missing_model="fail", seq_len=6, n_contexts=2, top_k=3, extra=1,
+                                temperatures=[0.5, 2.0], eps=0.25, drift_k=2, drift_states=6, drift_temperatures=[1.0],
+                                scheduler=where)
+
+
+def test_the_bounds_chapter_is_identical_serially_and_on_two_workers():
+    """Chapter 2's influence estimates, drift and score gaps, one unit per model: every table and every
+    alpha_ij bit for bit, serially (at the workers' one thread) and on two workers; the two models differ."""
+    fits, alpha, drift, states, gaps, described, notes = _at_one_thread(lambda: _bounds("serial"))
+    assert notes == [] and list(fits) == ["tiny-mlm", "tiny-mlm:seed=1,layers=3"] and len(described) == 2
+    assert not np.array_equal(fits["tiny-mlm"].alpha_ij, fits["tiny-mlm:seed=1,layers=3"].alpha_ij)
+    fits2, alpha2, drift2, states2, gaps2, described2, _ = _bounds("local:2")
+    for a, b in ((alpha, alpha2), (drift, drift2), (states, states2), (gaps, gaps2)):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    for name in fits:
+        np.testing.assert_array_equal(fits[name].alpha_ij, fits2[name].alpha_ij)
+        np.testing.assert_array_equal(fits[name].osc_ij, fits2[name].osc_ij)
+
+
+def _ground_truth(where):
+    from textglauber import groundtruth
+
+    specs = [{"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 3},
+             {"name": "tiny-mlm", "tokens": ["ran", "river", "field"], "n": 3}]
+    return groundtruth.run_models(specs, temperatures=[0.5, 2.0], gen=torch.Generator().manual_seed(0), device="cpu",
+                                  dtype="float32", on_missing_model="fail", pairs=6, budget=60, rectangles=6, chains=4,
+                                  trap_window=5, scheduler=where)
+
+
+def test_the_ground_truth_chains_are_identical_serially_and_on_two_workers():
+    """Chapter 6's restricted chains, one unit per model entry: the truth rows, trap basins and the
+    tabulated scores the holding checks read, bit for bit, serially (at the workers' one thread) and
+    on two workers."""
+    a = _at_one_thread(lambda: _ground_truth("serial"))
+    assert a.notes == [] and len(a.truth) == 4 and set(a.truth.tokens) == {"the dog ran", "ran river field"}
+    b = _ground_truth("local:2")
+    pd.testing.assert_frame_equal(a.truth, b.truth, check_exact=True)
+    pd.testing.assert_frame_equal(a.basins, b.basins, check_exact=True)
+    assert [label for label, _ in a.tables] == [label for label, _ in b.tables]
+    for (_, x), (_, y) in zip(a.tables, b.tables):
+        torch.testing.assert_close(x.table, y.table, rtol=0, atol=0)

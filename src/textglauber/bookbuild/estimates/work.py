@@ -228,18 +228,24 @@ def _basin_model_work(p: dict, m) -> float:
 
 
 def _ground_truth_work(p: dict) -> float:
-    temps = len(_items(p.get("temperatures")))
     work = 0.0
     for m in _items(p.get("models")):
-        n, k = int(m["n"]), len(m["tokens"])
-        work += k ** n * n * model_cost(_name(m), n)                 # the enumerated conditionals
-        work += bookkeeping(temps * (int(p["pairs"]) + int(p["chains"])) * int(p["budget"]) * EXACT_STEP)
-        work += bookkeeping(temps * int(p["rectangles"]) * 4 * EXACT_STEP)
+        work += _ground_truth_model_work(p, m)
         hold = p.get("holding") or {}
         if hold:                                  # chains timed out of the deepest states, by jumps
             work += bookkeeping(len(_items(hold.get("temperatures"))) * int(hold.get("deepest", 0))
                                 * int(hold.get("chains", 0)) * ESCAPE_CHAIN)
     return work
+
+
+def _ground_truth_model_work(p: dict, m) -> float:
+    """One model entry's unit of the ground-truth chapter (:func:`textglauber.groundtruth.model_unit`):
+    its enumerated conditionals, then its chains, pairs and rectangles at every temperature."""
+    temps = len(_items(p.get("temperatures")))
+    n, k = int(m["n"]), len(m["tokens"])
+    work = k ** n * n * model_cost(_name(m), n)                      # the enumerated conditionals
+    work += bookkeeping(temps * (int(p["pairs"]) + int(p["chains"])) * int(p["budget"]) * EXACT_STEP)
+    return work + bookkeeping(temps * int(p["rectangles"]) * 4 * EXACT_STEP)
 
 
 _WORK = {"incompatibility": _incompatibility_work, "bounds": _bounds_work, "crossover": _crossover_work,
@@ -264,6 +270,10 @@ def _batches(chapter: str, prm: dict) -> list[list]:
         return [[lambda m=m: _escape_model_work(e, m) for m in _items(e.get("models"))]]
     if chapter == "basins":
         return [b for b in ([lambda m=m: _basin_model_work(prm, m) for m in _items(prm.get("models"))],) if b]
+    if chapter == "bounds":
+        return [b for b in ([lambda m=m: _bounds_work({**prm, "models": [m]}) for m in _items(prm.get("models"))],) if b]
+    if chapter == "ground_truth":
+        return [b for b in ([lambda m=m: _ground_truth_model_work(prm, m) for m in _items(prm.get("models"))],) if b]
     return []
 
 
@@ -272,7 +282,7 @@ def unit_batches(chapter: str, prm: dict) -> list[list[tuple[float, float]]]:
     (:mod:`textglauber.scheduler`), in the order it submits them, one list per batch: the crossover
     hands out one unit per (length, temperature) of its drift chains, then one per length of its
     coupling grid, then one per model of its phase section; the incompatibility chapter one per masked
-    LM, then its causal control; the basins chapter one per model's chains;
+    LM, then its causal control; the basins, bounds and ground-truth chapters one per model entry;
     the traps one per model of the escape section; empty for a chapter that hands out none."""
     out = []
     for batch in _batches(chapter, prm):

@@ -484,3 +484,20 @@ def test_settle_states_close_a_bracket_that_max_states_leave_open(n, J, h):
     done = [explore.search(explore.Moves(TableScorer(small), [[0, 1]] * 8), [(0,) * 8, (1,) * 8], max_states=400,
                            settle_states=k) for k in (0, 10 ** 6)]
     assert all(d.finished for d in done) and done[0].opened == done[1].opened and done[0].gamma == done[1].gamma
+
+
+def test_no_descent_is_tried_at_or_above_the_ceiling():
+    """An upper end at W(1) of the upper ends found, or above, is of no use to the bracket: with the
+    ceiling at 0 no boundary state is tried (no state scored, inf); without one the descents find the
+    other well's exit, an upper end on the least cost."""
+    s = curie_weiss(10, 0.8, 0.5)
+    L = enumerated.two_token_landscape(s)
+    moves = explore.Moves(TableScorer(s), [[0, 1]] * 10)
+    found = explore.search(moves, [(0,) * 10, (1,) * 10], max_states=40, settle_states=0)
+    assert len(found.wells) == 2 and not found.finished
+    a, b = found.wells
+    before = moves.opened
+    assert math.isinf(explore.descent_bound(moves, a, b, 10 ** 6, ceiling=0.0)) and moves.opened == before
+    hi = explore.descent_bound(moves, a, b, 10 ** 6)
+    ia = 0 if min(a) == (0,) * 10 else 1
+    assert moves.opened > before and L.V[ia, 1 - ia] - 1e-9 <= hi < math.inf

@@ -276,7 +276,8 @@ def _boundary(moves: Moves, source: frozenset) -> list[tuple[float, tuple]]:
     return edge
 
 
-def descent_bound(moves: Moves, source: frozenset, target: frozenset, extra: int) -> float:
+def descent_bound(moves: Moves, source: frozenset, target: frozenset, extra: int,
+                  ceiling: float = math.inf) -> float:
     """An upper bound on the least cost from ``source`` to ``target``: the least cost g(y) of a state
     y just beyond the scored region (:func:`_boundary`) whose steepest zero-cost descent
     (:func:`descend`) ends in a well that meets ``target``. The descent's moves cost nothing, so the
@@ -284,12 +285,13 @@ def descent_bound(moves: Moves, source: frozenset, target: frozenset, extra: int
     has scored fewer than ``extra`` states more than it had (inf if none reached ``target``). Where
     y is the cheapest unsettled state, g(y) is also the lower end of the bracket and it closes: an
     exit over a saddle falls into the other well at no cost, which the bidirectional search, whose
-    backward side floods the other well's basin, finds late."""
+    backward side floods the other well's basin, finds late. No state is tried at ``ceiling`` or
+    above (an upper end that high is of no use to the caller): inf then."""
     stop = moves.opened + extra
     if moves.budget is not None:
         moves.budget = max(moves.budget, stop)
     for c, y in _boundary(moves, source):
-        if moves.opened >= stop:
+        if moves.opened >= stop or c >= ceiling:
             break
         try:
             found = descend(moves, y)
@@ -406,8 +408,10 @@ def search(moves: Moves, starts, *, max_states: int = 2000, settle_states: int |
 
 def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extra: int) -> tuple[float, float]:
     """Gamma's bracket over the wells found, for a search that did not settle every V, with at most
-    ``extra`` more states. First the upper ends: each V it did not reach takes an even share of half
-    of them (what the ones before it left) for descents over the saddle (:func:`descent_bound`).
+    ``extra`` more states. First the upper ends: each V it did not reach, the least settled first, takes an even
+    share of half of them (what the ones before it left) for descents over the saddle
+    (:func:`descent_bound`), none tried at W(1) over the upper ends found so far or above (past it
+    an upper end is of no use).
     Then the lower ends: Dijkstra's search forward from each well (:func:`_raise`) with an even share
     of what is left, stopped at its V's upper end or at U = W(1) over the upper ends, whichever is
     lower; the searches still short of that run once more on whatever the others left (the states
@@ -425,10 +429,12 @@ def bracket(moves: Moves, wells: list, V: np.ndarray, frontier: np.ndarray, extr
     if m < 2:
         return math.nan, math.nan
     low, high = V.copy(), V.copy()
-    todo = [(a, b) for a in range(m) for b in range(m) if a != b and not np.isfinite(V[a, b])]
+    todo = sorted(((a, b) for a in range(m) for b in range(m) if a != b and not np.isfinite(V[a, b])),
+                  key=lambda ab: frontier[ab])       # the least settled frontier first: the likeliest cheap exit
     stop, half = moves.opened + extra, moves.opened + extra // 2
     for k, (a, b) in enumerate(todo):
-        high[a, b] = descent_bound(moves, wells[a], wells[b], max(half - moves.opened, 0) // (len(todo) - k))
+        high[a, b] = descent_bound(moves, wells[a], wells[b], max(half - moves.opened, 0) // (len(todo) - k),
+                                   ceiling=least_weight(high, 1))
     cap = least_weight(high, 1)
     low[np.isinf(V)] = frontier[np.isinf(V)]
     for again in (False, True):               # again: on what the first pass left, its scored states free
@@ -452,10 +458,10 @@ def _raise(moves: Moves, source: frozenset, target: frozenset, low: float, hi: f
     """The bracket of the least cost from ``source`` to ``target``, given its ends so far (``low``,
     ``hi``), with at most ``extra`` states more: Dijkstra's search forward from ``source`` (its states
     already scored are free) raises the lower end until it settles ``target`` or reaches ``ceiling``
-    (at most ``hi``: past it nothing is needed, :func:`bracket`). Where no path is known (``hi``
-    inf), the bidirectional :func:`between` spends them instead."""
+    (at most ``hi``: past it nothing is needed, :func:`bracket`). Where there is no ceiling (no path
+    known, and W(1) over the upper ends inf), the bidirectional :func:`between` spends them instead."""
     moves.budget = moves.opened + extra
-    if np.isfinite(hi):
+    if np.isfinite(ceiling):
         r = _dijkstra(moves, source, {x: 0 for x in target}, moves.budget, 0, ceiling=ceiling)
         low = max(low, min((r.cost[x] for x in target if x in r.cost), default=r.frontier))
     else:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from textglauber import profile as P
+from textglauber import scheduler
 from textglauber.bookbuild import estimates, plan
 from textglauber.bookbuild.estimates import work, workers
 
@@ -63,12 +64,18 @@ def test_the_units_are_the_sections_they_stand_for():
         assert nothing[j] == 0
     assert work.unit_parts("crossover", cross) == drift + pairs + phase
     traps = P.chapter_parameters("offline", "traps", spec=spec)
-    tu = work.unit_parts("traps", traps)
+    blocks, tu = work.unit_batches("traps", traps)
     e = traps["escape"]
-    assert len(tu) == len(e["models"])
+    assert len(tu) == len(e["models"]) and len(blocks) == -(-traps["chains"] // scheduler.CHAIN_BLOCK) == 1
     rest = work.work_parts("traps", {**traps, "escape": {**e, "models": []}})
     for j in (0, 1):
         assert sum(u[j] for u in tu) == pytest.approx(work.work_parts("traps", traps)[j] - rest[j], rel=1e-9)
+    # the blocks are the chains' encoder work: what the chapter loses with its chains, less their embedding
+    no_chains = work.work_parts("traps", {**traps, "chains": 0, "escape": {**e, "models": []}})
+    unembedded = work.work_parts("traps", {**traps, "model": {**traps["model"], "embedder": "self"},
+                                           "escape": {**e, "models": []}})
+    assert sum(u[0] for u in blocks) < rest[0] - no_chains[0]
+    assert sum(u[0] for u in blocks) == pytest.approx(unembedded[0] - no_chains[0], rel=1e-9)
     basins = P.chapter_parameters("offline", "basins", spec=spec)
     bu = work.unit_parts("basins", basins)
     assert len(bu) == len(basins["models"])
@@ -160,7 +167,7 @@ def test_the_projection_prices_only_what_is_handed_out():
     assert len(many) >= 3 and (many["hours on 2 workers"] < many["hours serially"]).all()
     text = report.workers_sentence(t, "offline")
     assert (f"incompatibility ({some.units['incompatibility']} units), bounds ({some.units['bounds']} units), "
-            f"crossover ({some.units['crossover']} units), traps (3 units), basins (1 unit) and ground_truth "
+            f"crossover ({some.units['crossover']} units), traps (4 units), basins (1 unit) and ground_truth "
             f"({some.units['ground_truth']} units)") in text and f"{t['hours serially'].sum():.3g} h" in text
     assert "no chapter hand" in report.workers_sentence(t.assign(units=0), "offline")
     assert "no projection" in report.workers_sentence(t.iloc[:0], "offline")

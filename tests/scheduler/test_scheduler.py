@@ -200,6 +200,29 @@ def test_the_escape_section_is_identical_serially_and_on_two_workers():
         pd.testing.assert_frame_equal(a, b, check_exact=True, obj=name)
 
 
+def _trap_chains(where, out_dir):
+    """Chapter 5's chains on the tiny MLM: 18 chains, so two blocks (16 and 2), checkpointed."""
+    from textglauber import corpus, engine, models, traps
+
+    lm, scorer = models.kept_mlm({"name": "tiny-mlm"}, device="cpu", dtype="float32")
+    init = corpus.windows(lm.tokenizer, "tiny", 8, 18, 0, vocab=scorer.vocab)
+    spec = engine.ChainSpec(temperature=0.5, steps=200, record_every=5, checkpoint_every=100)
+    return traps.run_chains({"name": "tiny-mlm"}, init, spec, seed=4, out_dir=out_dir, device="cpu", dtype="float32",
+                            scheduler=where)
+
+
+def test_the_trap_chains_are_identical_serially_and_on_two_workers(tmp_path):
+    """Chapter 5's chains, one unit per block of chains, each block checkpointed in its own folder: every
+    recorded state and site bit for bit, serially (at the workers' one thread) and on two workers; the
+    chains moved."""
+    a = _at_one_thread(lambda: _trap_chains("serial", tmp_path / "serial"))
+    assert a.states.shape[1] == 18 and (a.states[-1] != a.states[0]).any()
+    b = _trap_chains("local:2", tmp_path / "local")
+    np.testing.assert_array_equal(a.states, b.states)
+    np.testing.assert_array_equal(a.sites, b.sites)
+    assert sorted(p.name for p in (tmp_path / "local").iterdir()) == ["block-0", "block-1"]
+
+
 MODEL = {"name": "tiny-mlm", "corpus": "tiny"}
 
 

@@ -168,7 +168,7 @@ def workers_sentence(table: pd.DataFrame, profile: str) -> str:
     return (f"At the calibration machine's speed, the {profile} profile's chapters would take {total['hours serially']:.3g} h "
             f"one after another on 2 cores, and {parts}, each worker one thread on a core of its own. Only "
             + (_and([f"{r.chapter} ({r.units} unit{'s' if r.units != 1 else ''})" for r in split.itertuples()]) if len(split) else "no chapter")
-            + " hand work out today (a unit is a model, a length or a length and temperature), so no chapter gains "
+            + " hand work out today (a unit is a model, a length, a length and temperature, or a block of chains), so no chapter gains "
             "from more workers than it has units, "
             "and the rest of each chapter runs in its notebook's process whatever the count. The rates are the ones "
             "fitted to measured builds on CPUs; the paper profile's real models are priced by their shape, and no "

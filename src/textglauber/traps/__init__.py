@@ -1,5 +1,7 @@
 """Chapter 5, traps (docs/science.md, chapter 5): one module per concept.
 
+- ``chains``          the chapter's chains, in blocks that run as units of work on the scheduler, set
+                      side by side as one run (:func:`run_chains`)
 - ``detection``       traps *detected* in recorded chains (:func:`catalogue`): metastable windows of the drift, each
                       classified by the score margins of its representative state (perfect or
                       approximate) and the margin bound's predicted escape time
@@ -25,6 +27,7 @@ name of a function the package exports).
 """
 from __future__ import annotations
 
+from .chains import run_chains
 from .detection import COLUMNS, catalogue, consecutive_drift, detect, step_drift, trajectories, vacuous
 from .escape import BASIN_CAP, EscapeRun, RowMemo, escape_times
 from .escape_section import (MIN_MEDIANS, at_preprint_temperature, choose_traps, escape_counts, escape_growth,
@@ -39,4 +42,4 @@ __all__ = ["BASIN_CAP", "COLUMNS", "MIN_MEDIANS", "TRAP_HOLD", "TRAP_START_BATCH
            "EscapeRun", "LengthTrap", "NoFixedPoint", "RowMemo", "arrhenius", "at_preprint_temperature", "barrier", "catalogue", "choose_traps",
            "consecutive_drift", "coordinate_ascent", "deep_traps", "detect", "escape_counts", "escape_growth",
            "escape_length", "escape_times", "exact_cases", "exactness", "find_traps", "holding_steps", "km_medians", "measure_model",
-           "model_escape", "nested_traps", "nontrivial", "run_escape", "step_drift", "summarize", "trajectories", "vacuous"]
+           "model_escape", "nested_traps", "nontrivial", "run_chains", "run_escape", "step_drift", "summarize", "trajectories", "vacuous"]

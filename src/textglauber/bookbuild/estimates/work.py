@@ -3,6 +3,7 @@ chapter of its loops (see the notebooks), with the typical rows of the steps tha
 from __future__ import annotations
 
 from ...profile import Control
+from ...scheduler import chain_blocks
 from .costs import MINILM_SHAPE, REF_ROW, bookkeeping, counting, floored, layer_cost, model_cost, step_cost
 
 COUPLING_SHARE = 0.7   # share of the coupling budget's upper bound 2 pairs temps sum(budget) that pairs score:
@@ -202,8 +203,15 @@ def _growth_work(g: dict, e: dict) -> float:
 
 def _traps_work(p: dict) -> float:
     m, n = p["model"], int(p["seq_len"])
-    per_step = step_cost(_name(m), n) + _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
-    return int(p["chains"]) * int(p["steps"]) * per_step + (_escape_work(p["escape"]) if p.get("escape") else 0.0)
+    embed = int(p["chains"]) * int(p["steps"]) * _embedder_cost(m, n) / max(1, int(p.get("record_every", 1)))
+    return (_trap_chains_work(p, int(p["chains"])) + embed
+            + (_escape_work(p["escape"]) if p.get("escape") else 0.0))
+
+
+def _trap_chains_work(p: dict, chains: int) -> float:
+    """``chains`` of the chapter's chains (a block of them is one unit of work; the embedder reads
+    their records in the notebook's process)."""
+    return chains * int(p["steps"]) * step_cost(_name(p["model"]), int(p["seq_len"]))
 
 
 def _basin_chains(p: dict) -> int:
@@ -266,9 +274,10 @@ def _batches(chapter: str, prm: dict) -> list[list]:
         ctl = prm.get("control")
         control = [lambda: _control_work(prm)] if isinstance(ctl, dict) and ctl.get("name") else []
         return [b for b in ([lambda m=m: _rectangles_work(prm, m) for m in _items(prm.get("models"))], control) if b]
-    if chapter == "traps" and prm.get("escape"):
-        e = prm["escape"]
-        return [[lambda m=m: _escape_model_work(e, m) for m in _items(e.get("models"))]]
+    if chapter == "traps":
+        chains = [lambda b=b: _trap_chains_work(prm, len(b)) for b in chain_blocks(int(prm.get("chains") or 0))]
+        e = prm.get("escape") or {}
+        return [b for b in (chains, [lambda m=m: _escape_model_work(e, m) for m in _items(e.get("models"))]) if b]
     if chapter == "basins":
         return [b for b in ([lambda m=m: _basin_model_work(prm, m) for m in _items(prm.get("models"))],) if b]
     if chapter == "bounds":
@@ -284,7 +293,8 @@ def unit_batches(chapter: str, prm: dict) -> list[list[tuple[float, float]]]:
     hands out one unit per (length, temperature) of its drift chains, then one per length of its
     coupling grid, then one per model of its phase section; the incompatibility chapter one per masked
     LM, then its causal control; the basins, bounds and ground-truth chapters one per model entry;
-    the traps one per model of the escape section; empty for a chapter that hands out none."""
+    the traps one per block of its chains (:func:`textglauber.scheduler.chain_blocks`), then one per
+    model of the escape section; empty for a chapter that hands out none."""
     out = []
     for batch in _batches(chapter, prm):
         parts = []

@@ -3,8 +3,8 @@ plan's N-worker line and the cost appendix's projections.
 
 The model. A chapter's serial time splits into its units (:func:`.work.unit_batches`: the
 crossover's drift cells, one per (length, temperature), its coupling lengths and its phase models;
-the incompatibility chapter's models, then its control; the basins' models; the traps' escape
-models), priced as the
+the incompatibility chapter's models, then its control; the basins' models; the traps' blocks of
+chains, then its escape models), priced as the
 chapter is (its
 fitted seconds per unit of work, the encoder at the probe's reading on torch's threads), and the
 rest, which stays in the notebook's process and does not change. On a worker a unit runs on one

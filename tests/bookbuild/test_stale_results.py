@@ -95,7 +95,7 @@ def test_a_table_the_last_run_did_not_write_is_vouched_for_by_nothing(tmp_path, 
     assert not (folder / "traps.parquet").exists()                  # nothing but chains/ survives a run
     listed = results.listed_tables(folder)
     assert "traps" not in listed and "trajectories" in listed        # (and the escape section's tables)
-    assert len(list(folder.glob("chains.old-*"))) == 1
+    assert len(list((folder / "chains").glob("block-0.old-*"))) == 1     # each block moves its own run aside
     recorded = C.read_stamp(stamp)["outputs"]["results"]
     assert "traps.parquet" not in recorded and "trajectories.parquet" in recorded
     assert json.loads((folder / "manifest.json").read_text())["parameters"]["temperature"] == 50.0

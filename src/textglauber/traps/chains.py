@@ -15,8 +15,9 @@ import numpy as np
 import torch
 
 from ..engine import ChainRun, ChainSpec
-from ..scheduler import chain_blocks
+from ..scheduler import chain_blocks, model_label, run_all
 from ..seeding import child_seed
+
 
 def block_unit(model, device, dtype, init: np.ndarray, spec: ChainSpec, seed: int, out_dir: str | None):
     """One block's chains from ``init`` with ``seed``, checkpointed in ``out_dir`` (None: nowhere). A unit
@@ -71,8 +72,6 @@ def run_chains(model, init, spec: ChainSpec, seed: int, *, out_dir: str | Path |
     """``init``'s chains (B, n) for ``spec``, block by block (:func:`textglauber.scheduler.chain_blocks`), each block a unit on
     ``scheduler`` (None: the setting from the environment, serial by default) with its seed drawn from
     ``seed`` before any unit runs and its checkpoints in ``out_dir/block-<k>``."""
-    from ..scheduler import model_label, run_all
-
     init = np.asarray(init)
     parts = chain_blocks(len(init))
     gen = torch.Generator().manual_seed(int(seed))

@@ -42,4 +42,18 @@ One module per concept of the preprint (chapter)
 - ``train_mlm``, ``standins``                         the offline English MLM; the paper profile's local stand-ins
 """
 
+import os as _os
+
 __version__ = "0.1.0"
+
+MKL_CBWR = "AUTO,STRICT"
+"""Intel MKL's strict conditional numerical reproducibility, set for this process and every process it
+starts (the build's kernels, Dask's local workers) before the first MKL call, which is when MKL reads it.
+torch's float32 and float64 matrix products go through MKL, and by default MKL splits them differently
+at one and at two threads: the same AntiBERTy batch (16 x 14 tokens) gave logits 3e-5 apart at one and
+two torch threads, and the trained English model's one-sequence batch 6e-6 apart. In strict mode the
+products are bitwise the same at any thread count (20 of 20 model and batch shapes, 2026-12-02), so a
+unit computes the same floats serially with torch on every core as on a one-thread worker. It is set
+here, on importing the package, because nothing earlier is sure to run before the first product; a
+value the environment already had is replaced, since any other would bring the difference back."""
+_os.environ["MKL_CBWR"] = MKL_CBWR

@@ -2,7 +2,8 @@
 :class:`concurrent.futures.Executor`.
 
 - ``serial`` (the default): in this process, one unit after another, torch's threads as they are
-  (BLAS at one thread, as on a worker: :data:`BLAS_THREADS`);
+  (BLAS at one thread, as on a worker: :data:`BLAS_THREADS`; torch's products round the same at any
+  thread count: ``textglauber.MKL_CBWR``);
 - ``local:N``: a Dask ``LocalCluster`` of N worker processes, one thread each, on this machine;
 - ``tcp://HOST:PORT``: a client of a Dask scheduler that is already running (started with
   ``dask scheduler`` and ``dask worker``, by dask-jobqueue on SLURM or PBS, or by dask-cuda).
@@ -34,8 +35,8 @@ BLAS_THREADS = 1
 BLAS at one thread; at two, OpenBLAS's LAPACK gave the serial run an eigenvalue of a nearly
 decomposable kernel that differed from the workers' (t_rel by 0.2% at 8e11 steps, rxnfp n = 8).
 Only BLAS is held: OpenMP's threads are torch's, which the serial default leaves at every core for
-speed (so its float32 scores may differ from a worker's in the last digit; at one torch thread a
-serial unit computes the same floats as a worker)."""
+speed; its products still compute the same floats as a one-thread worker's, because MKL runs in its
+strict mode (``textglauber.MKL_CBWR``)."""
 
 
 CHAIN_BLOCK = 16

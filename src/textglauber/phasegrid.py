@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 
 from . import corpus, phase
-from .profile import PhaseModel
+from .profile import ModelSpec
 from .seeding import child_seed
 
 CALIBRATION_BUDGET = 20          # coupling runs for at most this many times the exact t_mix ...
@@ -65,9 +65,9 @@ def full_scorer(lm, spec: dict):
     what finds a passage's alternatives and what a covering chain covers."""
     from . import models, vocabulary
 
+    entry = ModelSpec.part_of(spec)
     return models.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(
-        lm.tokenizer, whole_words=spec.get("whole_words", PhaseModel.default_of("whole_words")),
-        alphabetic=spec.get("alphabetic", PhaseModel.default_of("alphabetic"))))
+        lm.tokenizer, whole_words=entry.whole_words, alphabetic=entry.alphabetic))
 
 
 def frame_length(spec: dict, p: dict) -> int:

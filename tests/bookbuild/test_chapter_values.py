@@ -61,3 +61,18 @@ def test_a_parameter_nothing_gives_takes_the_schemas_default(monkeypatch):
     assert P.check_chapter(notebook, base)["sizes"] == [1, 2]
     given = P.check_chapter(notebook, {**base, "count": 7})
     assert same(given["count"], 7)
+
+
+def test_an_entry_read_as_part_of_a_model_keeps_its_declared_keys_fills_defaults_and_is_checked():
+    """``part_of`` is how library code reads a model entry that holds more keys than it needs: the
+    keys the model declares, typed, the others at the schema's defaults, and a bad value refused."""
+    from textglauber.profile import Control, ModelSpec
+
+    got = ModelSpec.part_of({"name": "tiny-mlm", "corpus": "tiny", "drift_token": "a", "whole_words": True})
+    assert (got.name, got.whole_words, got.tokens) == ("tiny-mlm", True, None)
+    assert got.alphabetic is ModelSpec.default_of("alphabetic")
+    ctl = Control.part_of({"name": "tiny-causal", "kind": "causal", "corpus": "tiny", "rectangles": 3})
+    assert (ctl.rectangles, ctl.candidates, ctl.noise) == (3, Control.default_of("candidates"), Control.default_of("noise"))
+    for bad in ({"candidates": 1}, {"noise": -0.5}, {"kind": "mlm"}):
+        with pytest.raises(ValueError):
+            Control.part_of({"name": "tiny-causal", "kind": "causal", "corpus": "tiny", **bad})

@@ -241,12 +241,11 @@ def open_mlm(spec: dict, device: str | None = "auto", dtype: str | None = "auto"
 
     ``spec`` holds ``name`` and optionally ``whole_words``, ``alphabetic`` or ``tokens`` for the
     allowed vocabulary."""
-    lm = load(spec["name"], kind="mlm", device=device, dtype=dtype)
+    entry = ModelSpec.part_of(spec)
+    lm = load(entry.name, kind="mlm", device=device, dtype=dtype)
     try:
-        vocab = allowed_vocabulary(lm.tokenizer,
-                                   whole_words=spec.get("whole_words", ModelSpec.default_of("whole_words")),
-                                   alphabetic=spec.get("alphabetic", ModelSpec.default_of("alphabetic")),
-                                   tokens=spec.get("tokens", ModelSpec.default_of("tokens")))
+        vocab = allowed_vocabulary(lm.tokenizer, whole_words=entry.whole_words, alphabetic=entry.alphabetic,
+                                   tokens=entry.tokens)
     except ValueError as exc:          # name the model: a chapter may open several
         raise ValueError(f"model {spec['name']!r}: {exc} (its allowed tokens must be tokens of its own vocabulary; "
                          "the build's pre-flight names the parameter that lists them)") from None

@@ -30,6 +30,13 @@ class Closed(BaseModel):
         field = cls.model_fields[key]
         return field.default_factory() if field.default_factory is not None else copy.deepcopy(field.default)
 
+    @classmethod
+    def part_of(cls, value: dict):
+        """The keys of ``value`` that this model declares, checked and typed, each key left out at its
+        declared default: how code outside the schema reads an entry that may hold more keys (a
+        chapter's model entry read as a :class:`ModelSpec`), so that no default is restated there."""
+        return cls.model_validate({k: v for k, v in value.items() if k in cls.model_fields})
+
 
 def relation(key: str, value, text: str) -> PydanticCustomError:
     """An error between keys, reported on ``key`` (a dotted path inside the model)."""

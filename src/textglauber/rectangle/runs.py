@@ -8,7 +8,7 @@ import pandas as pd
 import torch
 
 from ..models import CausalLMScorer
-from ..profile import Control, IncompatibilityModel
+from ..profile import Control
 from ..seeding import child_seed
 from .controls import JointConditionals, PerturbedScorer, candidate_vocab, control_passages
 from .statistic import COLUMNS, grid, rectangles_of, sample, score_mlm
@@ -31,21 +31,22 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
     """
     from .. import corpus, models
 
-    kind = model.get("kind", IncompatibilityModel.default_of("kind"))
+    kind = Control.role_of(model)
     count = int(model.get("rectangles", count))
     seed = child_seed(gen)
     grids, extra = None, {}
     if kind == "causal":
         lm = models.load(model["name"], kind=kind, device=device, dtype=dtype)
         _check_length(lm, n)
-        vocab = candidate_vocab(lm.tokenizer, model["corpus"], int(model.get("candidates", Control.default_of("candidates"))))
+        control = Control.part_of(model)
+        vocab = candidate_vocab(lm.tokenizer, control.corpus, control.candidates)
         scorer = JointConditionals(CausalLMScorer(lm), vocab)
         text_from = models.tokenizer(texts_of) if texts_of else None
         passages = control_passages(vocab, lm.tokenizer, model["corpus"], n, count, seed, text_from=text_from)
         rects = sample(scorer, passages, count, gen, top_k=top_k)
         df = score_mlm(scorer, rects, temperature=temperature)
         df.insert(0, "kind", kind)
-        noise = float(model.get("noise", Control.default_of("noise")))
+        noise = float(control.noise)
         if noise > 0:
             noisy = score_mlm(PerturbedScorer(scorer, noise, seed=seed), rects, temperature=temperature)
             noisy.insert(0, "kind", "perturbed")

@@ -74,7 +74,7 @@ def _control_work(p: dict) -> float:
     if not (isinstance(ctl, dict) and ctl.get("name")):
         return 0.0
     rects, n = int(ctl.get("rectangles", p["n_rectangles"])), int(p["seq_len"])
-    return rects * int(ctl.get("candidates", Control.default_of("candidates"))) * 4 * model_cost(ctl["name"], n, causal=True)
+    return rects * Control.part_of(ctl).candidates * 4 * model_cost(ctl["name"], n, causal=True)
 
 
 def _bounds_work(p: dict) -> float:

@@ -1,7 +1,9 @@
 """textglauber: Glauber dynamics on masked language models.
 
 The library behind the reproducible book of *Mixing Times of Glauber Dynamics on Masked
-Language Models* (arXiv 2605.16378). A map, from the bottom up:
+Language Models* (arXiv 2605.16378). Importing it sets MKL's strict reproducible mode
+(:data:`MKL_CBWR`), so that torch's products round the same at any thread count. A map, from the
+bottom up:
 
 Foundations (import little or nothing of the project)
 - ``paths``        where things live: repository, local paths, trained models, stand-ins

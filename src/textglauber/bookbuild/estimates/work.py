@@ -74,7 +74,9 @@ def _control_work(p: dict) -> float:
     if not (isinstance(ctl, dict) and ctl.get("name")):
         return 0.0
     rects, n = int(ctl.get("rectangles", p["n_rectangles"])), int(p["seq_len"])
-    return rects * Control.part_of(ctl).candidates * 4 * model_cost(ctl["name"], n, causal=True)
+    # not Control.part_of: a recorded build's parameters (``data/timings``, the calibration's) are priced as
+    # they were written, and the calibration's control names no kind or corpus
+    return rects * int(ctl.get("candidates", Control.default_of("candidates"))) * 4 * model_cost(ctl["name"], n, causal=True)
 
 
 def _bounds_work(p: dict) -> float:

@@ -7,7 +7,8 @@ constants of each chapter fitted to them (:func:`fit`).
 A record's ``role`` says what it is for: ``fit`` records set the constants, ``held_out`` records
 only test them (``tests/bookbuild/test_plan_records.py``): a plan within 1.5x of a fit record is a
 check of the code, within 1.5x of a held-out one is a finding. The calibration machine's build of
-f52a2ef (:mod:`.calibration`, its probe inferred) is one more fit record.
+f52a2ef (:mod:`.calibration`, its probe inferred) is read only when asked (``load(calibration=True)``):
+the offline build of 2026-12-01, its probe measured, is the offline fit record.
 
 **The model.** On a machine whose probe reads ``one`` s a pass on one thread and ``many`` s on
 torch's threads, a chapter whose parameters ask for encoder work ``E`` and bookkeeping ``K``
@@ -17,8 +18,8 @@ seconds per unit of encoder work and ``C`` per unit of its own work in Python an
 floor, chain events, linear algebra), all at the reference probe. :func:`fit` reads ``A`` off the
 chapter that counts no work (the cost appendix) and chooses each chapter's ``B, C >= 0`` to
 minimise the squared relative errors over its fit records (non-negative least squares). With two
-fit records per chapter (the calibration machine's offline build and a smoke build) the fit is
-nearly exact on them, so only held-out records test it.
+fit records per chapter (an offline build and a smoke build) the fit is exact on them, so only
+held-out records test it.
 """
 from __future__ import annotations
 
@@ -58,8 +59,9 @@ class Run:
 
 
 def calibration_runs() -> list[Run]:
-    """The calibration machine's build of f52a2ef as runs of a fit record (its probe inferred)."""
-    return [Run(f"calibration-{CALIBRATION_COMMIT}", "fit", "offline", ch, float(s), CALIBRATION_PARAMETERS[ch],
+    """The calibration machine's build of f52a2ef as runs of a record (its probe inferred), for
+    comparison: no longer in the fit (:func:`load`)."""
+    return [Run(f"calibration-{CALIBRATION_COMMIT}", "held_out", "offline", ch, float(s), CALIBRATION_PARAMETERS[ch],
                 REFERENCE_PROBE_ONE_S, REFERENCE_PROBE_S) for ch, s in CALIBRATION_SECONDS.items()]
 
 
@@ -81,8 +83,8 @@ def read(path: Path) -> list[Run]:
     return runs
 
 
-def load(folder: Path = RECORDS, *, calibration: bool = True) -> list[Run]:
-    """Every run of every record under ``folder`` (and the calibration machine's, unless told not)."""
+def load(folder: Path = RECORDS, *, calibration: bool = False) -> list[Run]:
+    """Every run of every record under ``folder`` (and the calibration machine's, when asked)."""
     runs = calibration_runs() if calibration else []
     for path in sorted(Path(folder).glob("*.json")):
         runs += read(path)

@@ -107,6 +107,10 @@ MISSES: dict[tuple[str, str], str] = {
     ("standin-2026-12-01", ch): _STANDIN.format(r) for ch, r in
     (("basins", 0.62), ("bounds", 0.13), ("crossover", 0.62), ("ground_truth", 0.32), ("incompatibility", 0.55),
      ("traps", 0.10))}
+_SMOKE = ("the plan is {:.2f}x the measured time: the probe read this machine 1.7-1.9 times faster than the fit's smoke "
+          "build did (0.121/0.063 s a pass against 0.202/0.121 s), while the smoke chapters, mostly fixed time, ran only "
+          "0.77-0.98 times as long; the other five smoke chapters land at 0.68-0.78")
+MISSES.update({("smoke-2026-12-02", ch): _SMOKE.format(r) for ch, r in (("crossover", 0.61), ("traps", 0.65))})
 
 
 def test_a_stand_in_not_built_is_priced_by_its_recipe_not_its_hub_model(tmp_path):

@@ -42,7 +42,7 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
         vocab = candidate_vocab(lm.tokenizer, control.corpus, control.candidates)
         scorer = JointConditionals(CausalLMScorer(lm), vocab)
         text_from = models.tokenizer(texts_of) if texts_of else None
-        passages = control_passages(vocab, lm.tokenizer, model["corpus"], n, count, seed, text_from=text_from)
+        passages = control_passages(vocab, lm.tokenizer, control.corpus, n, count, seed, text_from=text_from)
         rects = sample(scorer, passages, count, gen, top_k=top_k)
         df = score_mlm(scorer, rects, temperature=temperature)
         df.insert(0, "kind", kind)

@@ -102,19 +102,18 @@ COMMITTED = records.load()
 # held-out chapters the plan misses by more than 1.5x today, with the measured ratio (plan / measured):
 # a strict xfail, so a plan that comes within 1.5x of them fails here until it is taken off this list
 _STANDIN = ("the plan is {:.2f}x the measured time: the stand-ins' encoders are 2-3 layers of width 64-96, so their "
-            "rows sit at the plan's floors, and what takes the rest of the time on them is not yet in the work count")
+            "rows sit at the plan's floors, and what takes the rest of the time on them is not yet in the work count "
+            "(measured on 2026-12-01, before the chapters moved onto the scheduler)")
 MISSES: dict[tuple[str, str], str] = {
     ("standin-2026-12-01", ch): _STANDIN.format(r) for ch, r in
-    (("basins", 0.62), ("bounds", 0.13), ("crossover", 0.62), ("ground_truth", 0.32), ("incompatibility", 0.55),
-     ("traps", 0.10))}
-_SMOKE = ("the plan is {:.2f}x the measured time: the probe read this machine 1.7-1.9 times faster than the fit's smoke "
-          "build did (0.121/0.063 s a pass against 0.202/0.121 s), while the smoke chapters, mostly fixed time, ran only "
-          "0.77-0.98 times as long; the other five smoke chapters land at 0.68-0.78")
-MISSES.update({("smoke-2026-12-02", ch): _SMOKE.format(r) for ch, r in (("crossover", 0.61), ("traps", 0.65))})
-_OFFLINE = ("the plan is {:.2f}x the measured time on a fresh offline build (2026-12-02, alone): its probe read the "
-            "machine faster than the chapters ran; basins (0.97), crossover (0.86) and bounds (0.80) land within 1.5x")
-MISSES.update({("offline-2026-12-02", ch): _OFFLINE.format(r) for ch, r in
-               (("cost", 0.62), ("ground_truth", 0.63), ("incompatibility", 0.58), ("traps", 0.29))})
+    (("basins", 0.56), ("bounds", 0.10), ("cost", 0.62), ("ground_truth", 0.38), ("incompatibility", 0.52),
+     ("traps", 0.12))}
+_OFFLINE_OLD = ("the plan is {:.2f}x the measured time of 2026-12-01, before the chapters moved onto the scheduler "
+                "(2026-12-02: one unit per model, the traps chains in blocks of 16), so not the code the plan prices; "
+                "its probe also read the machine 1.6-2.7x slower than the fit's build (incompatibility's many-thread "
+                "reading, 0.173 s, saw a second thread worth only 1.2x)")
+MISSES.update({("offline-2026-12-01", ch): _OFFLINE_OLD.format(r) for ch, r in
+               (("ground_truth", 1.54), ("incompatibility", 1.69), ("traps", 3.42))})
 
 
 def test_a_stand_in_not_built_is_priced_by_its_recipe_not_its_hub_model(tmp_path):

@@ -7,22 +7,21 @@ chains) through a randomly initialised BERT of the shape of the offline profile'
 (6 layers, 384 wide, 12 heads, 30,522 tokens), scoring one masked row per sequence as the chain
 engine does: the median of 2 to 12 passes on one thread, then on torch's threads (the kernels'
 setting), about 1.5 s each on a quiet 2-core machine (plus the imports, which the build makes
-anyway). A chapter's fixed overhead (kernel, imports, Python) is scaled by the one-thread
-reading, its work by the other. It measures the machine as it is at that moment, other jobs on
-the same cores included. On an oversubscribed machine the two readings part: at a load average of
+anyway). A chapter's own Python work is scaled by the one-thread reading, its encoder work by the
+other; its fixed time (kernel start, imports, files) is not scaled (:mod:`.records`). It measures
+the machine as it is at that moment, other jobs on the same cores included. On an oversubscribed machine the two readings part: at a load average of
 10 on 2 cores, torch's 2 threads ran the probe 2 to 7 times slower than one thread did, and a
 training step 2 to 4 times (each thread waits for its descheduled partner at every operation), so
 such a machine makes every chapter several times slower, the heavy ones most.
 
-**Calibration.** Each chapter has two constants, its fixed time and its seconds per unit of work
-at the reference probe, fitted to measured first builds (:mod:`.records`): the committed records
-under ``data/timings/``, each a build's per-chapter seconds, parameters and probe reading. A record
-is ``fit`` or ``held_out``; the test suite puts the plan beside every record's chapters, and only the
-held-out ones are evidence that it prices work it has not seen. The calibration machine's build below
-was the offline fit until 2026-12-02; its probe reading is inferred, and the offline build of
-2026-12-01, whose probe was measured, came out 1.6 to 1.9 times its times scaled by the probe in four
-chapters of six, so the measured build took its place (``records.load(calibration=True)`` still reads
-it). Its readings remain the reference units of the probe's scale.
+**Calibration.** Each chapter has three constants, its fixed time and its seconds per unit of
+encoder work and of its own work at the reference probe, fitted to measured first builds
+(:mod:`.records`): the committed records under ``data/timings/``, each a build's per-chapter
+seconds, parameters and probe reading. A record is ``fit`` or ``held_out``; the test suite puts the
+plan beside every record's chapters, and only the held-out ones are evidence that it prices work it
+has not seen. The calibration machine's build below, whose probe reading is inferred, is no longer
+in the fit (``records.load(calibration=True)`` still reads it); its readings remain the reference
+units of the probe's scale.
 
 *The calibration machine* (``CALIBRATION_SECONDS``). On 2026-11-24 a fresh clone's default build on a
 2-core machine took, at commit f52a2ef (``params/offline.yaml`` of that commit): incompatibility 119 s,

@@ -12,14 +12,22 @@ the offline build of 2026-12-01, its probe measured, is the offline fit record.
 
 **The model.** On a machine whose probe reads ``one`` s a pass on one thread and ``many`` s on
 torch's threads, a chapter whose parameters ask for encoder work ``E`` and bookkeeping ``K``
-(:func:`.work.work_parts`) takes ``(A + C * K) * one / REFERENCE_PROBE_ONE_S + B * E * many /
-REFERENCE_PROBE_S`` seconds: ``A`` the fixed time of a chapter (kernel, imports, page), ``B`` its
-seconds per unit of encoder work and ``C`` per unit of its own work in Python and numpy (each row's
-floor, chain events, linear algebra), all at the reference probe. :func:`fit` reads ``A`` off the
-chapter that counts no work (the cost appendix) and chooses each chapter's ``B, C >= 0`` to
-minimise the squared relative errors over its fit records (non-negative least squares). With two
-fit records per chapter (an offline build and a smoke build) the fit is exact on them, so only
-held-out records test it.
+(:func:`.work.work_parts`) takes ``A + C * K * one / REFERENCE_PROBE_ONE_S + B * E * many /
+REFERENCE_PROBE_S`` seconds: ``A`` the fixed time of a chapter (kernel start, imports, reading the
+profile, writing the page), ``B`` its seconds per unit of encoder work and ``C`` per unit of its own
+work in Python and numpy (each row's floor, chain events, linear algebra), at the reference probe.
+``A`` is seconds as they are, not scaled by the probe: it is process start-up, imports and files,
+which a matrix-product probe does not read. Measured: the cost appendix (no work) took 6.0 to 9.0 s
+in four builds whose one-thread probe read 0.116 to 0.203 s (a 1.75x spread), and the smoke build of
+2026-12-02, whose probe read 1.7x faster than the smoke build of 2026-12-01, ran its chapters
+0.77 to 0.98 times as long. :func:`fit` reads ``A`` off the chapter that counts no work (the cost
+appendix) and chooses each chapter's ``B, C >= 0`` to minimise the squared relative errors over its
+fit records (non-negative least squares). With two fit records per chapter (an offline build and a
+smoke build) the fit is exact on them, so only held-out records test it.
+
+The fit records are builds of the chapters' code as it is: every chapter moved onto the scheduler
+on 2026-12-02 (one unit per model, the traps chains in blocks), so the builds of 2026-12-01 are held
+out since, and the builds of 2026-12-02 (offline and smoke, both at e1dd2f9's code) are the fit.
 """
 from __future__ import annotations
 
@@ -52,10 +60,10 @@ class Run:
     many: float               # ... and on torch's threads
 
     def terms(self) -> tuple[float, float, float]:
-        """The coefficients of (A, B, C) in this run's predicted seconds."""
+        """The coefficients of (A, B, C) in this run's predicted seconds: the fixed time as it is, the
+        encoder work at the reading on torch's threads, the bookkeeping at the one-thread reading."""
         encoder, books = work_parts(self.chapter, self.parameters) or (0.0, 0.0)
-        x = self.one / REFERENCE_PROBE_ONE_S
-        return x, encoder * self.many / REFERENCE_PROBE_S, books * x
+        return 1.0, encoder * self.many / REFERENCE_PROBE_S, books * self.one / REFERENCE_PROBE_ONE_S
 
 
 def calibration_runs() -> list[Run]:
@@ -94,12 +102,12 @@ def load(folder: Path = RECORDS, *, calibration: bool = False) -> list[Run]:
 def fit(runs: list[Run]) -> dict[str, tuple[float, float, float]]:
     """{chapter: (A, B, C)} from the ``fit`` runs. ``A`` is one fixed time for every chapter, read
     off the fit runs of the chapters that count no work (the cost appendix: a kernel, its imports
-    and a page), as the median of their seconds at the reference probe; ``B`` and ``C`` of each
+    and a page), as the median of their seconds; ``B`` and ``C`` of each
     chapter are then non-negative least squares on the relative errors of what is left."""
     from scipy.optimize import nnls
 
     mine = [r for r in runs if r.role == "fit"]
-    bare = [r.seconds / r.terms()[0] for r in mine if work_parts(r.chapter, r.parameters) is None]
+    bare = [r.seconds for r in mine if work_parts(r.chapter, r.parameters) is None]
     a = float(np.median(bare)) if bare else OVERHEAD_S
     out = {}
     for ch in sorted({r.chapter for r in mine}):

@@ -34,8 +34,8 @@ def overhead(chapter: str) -> float:
 
 def estimate(chapter: str, prm: dict, probe_: "Probe") -> float | None:
     """Seconds a chapter with these parameters would take at the probe's reading (None: no basis):
-    its fixed time and bookkeeping at the one-thread reading, its encoder work at the reading on
-    torch's threads."""
+    its fixed time as fitted, its bookkeeping at the one-thread reading, its encoder work at the
+    reading on torch's threads (:mod:`.records`)."""
     got = constants().get(chapter)
     if got is None:
         return probe_.scale(FIXED_S[chapter], 0.0) if chapter in FIXED_S else None
@@ -44,7 +44,7 @@ def estimate(chapter: str, prm: dict, probe_: "Probe") -> float | None:
     except (KeyError, TypeError, ValueError):
         return None
     a, b, c = got
-    return probe_.scale(a + c * books, b * encoder)
+    return a + probe_.scale(c * books, b * encoder)
 
 
 def rescaled(seconds: float, chapter: str, old: dict | None, new: dict) -> tuple[float, float | None]:

@@ -9,8 +9,8 @@ engine does: the median of 2 to 12 passes on one thread, then on torch's threads
 setting), about 1.5 s each on a quiet 2-core machine (plus the imports, which the build makes
 anyway). A chapter's own Python work is scaled by the one-thread reading, its encoder work by the
 other; its fixed time (kernel start, imports, files) is not scaled (:mod:`.records`). It measures
-the machine as it is at that moment, other jobs on the same cores included. On an oversubscribed machine the two readings part: at a load average of
-10 on 2 cores, torch's 2 threads ran the probe 2 to 7 times slower than one thread did, and a
+the machine as it is at that moment, other jobs on the same cores included. On an oversubscribed
+machine the two readings part: at a load average of 10 on 2 cores, torch's 2 threads ran the probe 2 to 7 times slower than one thread did, and a
 training step 2 to 4 times (each thread waits for its descheduled partner at every operation), so
 such a machine makes every chapter several times slower, the heavy ones most.
 

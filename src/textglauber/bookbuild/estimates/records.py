@@ -7,8 +7,8 @@ constants of each chapter fitted to them (:func:`fit`).
 A record's ``role`` says what it is for: ``fit`` records set the constants, ``held_out`` records
 only test them (``tests/bookbuild/test_plan_records.py``): a plan within 1.5x of a fit record is a
 check of the code, within 1.5x of a held-out one is a finding. The calibration machine's build of
-f52a2ef (:mod:`.calibration`, its probe inferred) is read only when asked (``load(calibration=True)``):
-the offline build of 2026-12-01, its probe measured, is the offline fit record.
+f52a2ef (:mod:`.calibration`, its probe inferred) is read only when asked (``load(calibration=True)``);
+which measured builds are the fit is said under **The model** below.
 
 **The model.** On a machine whose probe reads ``one`` s a pass on one thread and ``many`` s on
 torch's threads, a chapter whose parameters ask for encoder work ``E`` and bookkeeping ``K``

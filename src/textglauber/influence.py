@@ -45,7 +45,7 @@ class InfluenceResult:
         """Sufficient temperature T* = max_i sum_j osc_ij / 2: above it alpha < 1 is guaranteed."""
         return float(self.osc_ij.sum(axis=1).max() / 2)
 
-    def mixing_bound(self, eps: float = 0.25) -> np.ndarray:
+    def mixing_bound(self, eps: float) -> np.ndarray:
         """ceil(n / (1 - alpha) log(n / eps)) where alpha < 1, else inf: a bound on t_mix(eps) when alpha
         is exact (``exhaustive``), otherwise only what the theorem would give if it were."""
         n = self.osc_ij.shape[0]

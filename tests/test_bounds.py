@@ -134,6 +134,7 @@ def test_an_estimate_below_one_does_not_establish_the_condition(small_scorer):
 import pandas as pd  # noqa: E402  (only these tests need it)
 
 from textglauber import corpus, models  # noqa: E402
+from textglauber.scheduler import RunSettings
 
 
 def test_gap_summary_counts_argmax_sites_and_windows(small_scorer):
@@ -151,9 +152,10 @@ def test_run_models_measures_each_model_as_the_chapter_did_and_skips_a_missing_o
     spec = {"name": "tiny-mlm", "corpus": "tiny", "drift_token": "."}
     design = dict(seq_len=5, n_contexts=1, top_k=2, extra=1, temperatures=[0.5, 2.0], eps=0.25, drift_k=1,
                   drift_states=4, drift_temperatures=[1.0])
-    fits, alpha, drift, states, gaps, described, notes = influence.run_models(
-        [spec, {**spec, "name": "no-such-model"}], gen=torch.Generator().manual_seed(3), device="cpu", dtype="float32",
-        on_missing_model="skip", **design)
+    got = influence.run_models([spec, {**spec, "name": "no-such-model"}],
+                               RunSettings(torch.Generator().manual_seed(3), "cpu", "float32", "skip"), **design)
+    fits, alpha, drift, states, gaps, described, notes = (got.fits, got.alpha, got.drift, got.states, got.gaps,
+                                                          got.described, got.notes)
     assert list(fits) == ["tiny-mlm"] and len(notes) == 1 and "no-such-model" in notes[0]
     gen = torch.Generator().manual_seed(int(torch.randint(2**31 - 1, (1,), generator=torch.Generator().manual_seed(3))))
     lm, scorer = models.open_mlm(spec, device="cpu", dtype="float32")      # the first model's unit: its own seed

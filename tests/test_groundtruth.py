@@ -8,6 +8,7 @@ import torch
 from textglauber import exact, groundtruth, models, rectangle
 from textglauber.engine import couple
 from textglauber.pages import ground_truth as ground_truth_page
+from textglauber.scheduler import RunSettings
 
 from test_exact import _planted
 
@@ -240,9 +241,9 @@ def test_preprint_table_gives_each_ratio_range_from_the_cases_it_has():
 def test_run_models_skips_what_cannot_be_had_and_labels_what_ran():
     runs = groundtruth.run_models(
         [{"name": "package:no-such-model", "tokens": ["a", "b"], "n": 2},
-         {"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 2}], temperatures=[1.0, 3.0],
-        gen=torch.Generator().manual_seed(0), device="cpu", dtype="auto", on_missing_model="skip", pairs=4, budget=40,
-        rectangles=4, chains=4)
+         {"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 2}],
+        RunSettings(torch.Generator().manual_seed(0), "cpu", "auto", "skip"), temperatures=[1.0, 3.0], pairs=4,
+        budget=40, rectangles=4, chains=4)
     notes = runs.notes
     assert len(notes) == 1 and notes[0].startswith("package:no-such-model skipped:")
     assert runs.truth[["model", "tokens", "n", "temperature", "states"]].values.tolist() == [
@@ -252,6 +253,6 @@ def test_run_models_skips_what_cannot_be_had_and_labels_what_ran():
     from textglauber.scheduler import UnitFailed
 
     with pytest.raises(UnitFailed, match="model package:no-such-model, tokens a b, n = 2: ModelUnavailableError"):
-        groundtruth.run_models([{"name": "package:no-such-model", "tokens": ["a", "b"], "n": 2}], temperatures=[1.0],
-                               gen=torch.Generator(), device="cpu", dtype="auto", on_missing_model="fail",
+        groundtruth.run_models([{"name": "package:no-such-model", "tokens": ["a", "b"], "n": 2}],
+                               RunSettings(torch.Generator(), "cpu", "auto", "fail"), temperatures=[1.0],
                                pairs=4, budget=40, rectangles=4)

@@ -5,6 +5,7 @@ import torch
 
 from textglauber import engine, reported, topics
 from textglauber.pages import basins as basins_page
+from textglauber.scheduler import RunSettings
 
 LABELLED = [  # written for this test, disjoint from the calibration set
     ("the goalkeeper saved a penalty and his club won the football league", "sport"),
@@ -418,10 +419,11 @@ def test_run_models_joins_the_models_that_ran_and_notes_the_others(monkeypatch):
                                   [KINDS[b][0] for b in range(5)], [KINDS[b][1] for b in range(5)])
 
     monkeypatch.setattr(topics, "basin_chains", chains)
-    allscores, described, notes, first = topics.run_models(
-        [{"name": "a"}, {"name": "gone"}, {"name": "b"}], score=lambda texts: [by_text[t] for t in texts],
-        labels=LABELS3, seed_topics=["health"], gen=torch.Generator().manual_seed(0), device="cpu", dtype="float32",
-        on_missing_model="skip", steps=100, scheduler="serial")
+    got = topics.run_models(
+        [{"name": "a"}, {"name": "gone"}, {"name": "b"}], RunSettings(torch.Generator().manual_seed(0), "cpu", "float32",
+                                                                      "skip", "serial"),
+        score=lambda texts: [by_text[t] for t in texts], labels=LABELS3, seed_topics=["health"], steps=100)
+    allscores, described, notes, first = got.scores, got.described, got.notes, got.first
     assert list(allscores.model.unique()) == ["a", "b"] and len(allscores) == 2 * 15
     got = allscores[allscores.model == "a"].sort_values(["chain", "step"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(got, ref.assign(model="a"), check_like=True)

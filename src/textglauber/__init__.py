@@ -16,6 +16,7 @@ Foundations (import little or nothing of the project)
 - ``seeding``      a unit's seed drawn from its run's generator (the one home of that draw)
 - ``durations``    one formatter of durations, for the plan, progress lines and training
 - ``scheduler``    where independent units run: serially, or on a Dask cluster (``local:N``, ``tcp://``)
+                   and ``RunSettings``, how a chapter runs its model units (every ``run_models`` takes one)
 - ``profile``      profiles: their schema, loading one, the parameters a chapter runs with
 - ``hub``, ``corpus``, ``vocabulary``         hub checks, seed passages, the allowed vocabulary A
 - ``stats``, ``tables``, ``figures``, ``reported``   intervals, page tables, page figures, the preprint's numbers

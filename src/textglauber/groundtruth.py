@@ -23,6 +23,7 @@ from .device import measurement_dtype
 from .engine import ChainSpec, couple, first_changes, run
 from .exact import (TabulatedScorer, compatibility_gap, conductance, deepest_traps, exit_time, glauber_kernel,
                     leave_probabilities, mixing_steps, pseudo_likelihood_law, spectral_gap, stationary)
+from .scheduler import RunSettings, run_all
 from .seeding import child_seed
 
 TRUTH_COLUMNS = ["model", "tokens", "n", "states", "temperature", "exact t_mix", "relaxation time", "coupling estimate",
@@ -316,21 +317,17 @@ class Restricted:
     notes: list[str]
 
 
-def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: str, on_missing_model: str,
-               temperatures, scheduler: str | None = None, **settings) -> Restricted:
+def run_models(specs: list[dict], run: RunSettings, *, temperatures, **settings) -> Restricted:
     """:func:`ground_truth` for each model entry of ``specs`` restricted to its tokens and length, with the
     model's own embedding of each state; ``settings`` are :func:`ground_truth`'s. One unit of work per
-    entry (:func:`model_unit`) on ``scheduler`` (:mod:`textglauber.scheduler`; None: its setting from
-    the environment, serial by default), each seeded from ``gen`` in the order of ``specs`` before any
-    runs. A model that cannot be had is skipped with a line in the result's ``notes`` or raises, as
-    ``on_missing_model`` says."""
-    from .scheduler import run_all
-
-    seeds = [child_seed(gen) for _ in specs]
+    entry (:func:`model_unit`) as ``run`` says (:class:`textglauber.scheduler.RunSettings`: each
+    entry's seed drawn from its generator, in the order of ``specs``, before any runs), with float32
+    weights unless a dtype is named (:func:`textglauber.device.measurement_dtype`)."""
+    seeds = [child_seed(run.gen) for _ in specs]
     units = [(f"ground_truth, restricted chain, model {spec['name']}, tokens {' '.join(spec['tokens'])}, n = {spec['n']}",
-              model_unit, (spec, seed, on_missing_model, device, dtype, temperatures, settings))
+              model_unit, (spec, seed, run.on_missing_model, run.device, run.dtype, temperatures, settings))
              for spec, seed in zip(specs, seeds)]
-    parts = run_all(units, scheduler)
+    parts = run_all(units, run.scheduler)
     notes = [note for _, ns in parts for note in ns]
     done = [part for part, _ in parts if part is not None]
     frames = [part.truth for part in done]

@@ -23,6 +23,8 @@ import pandas as pd
 import torch
 
 from . import corpus, margins, models, vocabulary
+from .device import measurement_dtype
+from .scheduler import RunSettings, run_all
 from .seeding import child_seed
 
 
@@ -45,7 +47,7 @@ class InfluenceResult:
         """Sufficient temperature T* = max_i sum_j osc_ij / 2: above it alpha < 1 is guaranteed."""
         return float(self.osc_ij.sum(axis=1).max() / 2)
 
-    def mixing_bound(self, eps: float = 0.25) -> np.ndarray:
+    def mixing_bound(self, eps: float) -> np.ndarray:
         """ceil(n / (1 - alpha) log(n / eps)) where alpha < 1, else inf: a bound on t_mix(eps) when alpha
         is exact (``exhaustive``), otherwise only what the theorem would give if it were."""
         n = self.osc_ij.shape[0]
@@ -150,27 +152,35 @@ def experiment(scorer, passages: torch.Tensor, temperatures, *, n_contexts: int,
 
 
 # --------------------------------------------------------------------------- the bounds chapter
-def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: str, on_missing_model: str,
-               seq_len: int, n_contexts: int, top_k: int, extra: int, temperatures, eps: float,
-               drift_k: int, drift_states: int, drift_temperatures, scheduler: str | None = None):
+@dataclass
+class BoundsRuns:
+    """:func:`run_models`' result: the influence fit of each model by name, and in the order of the
+    model entries its alpha, drift and per-state drift rows, its score gaps, its description, and a
+    note per model skipped."""
+
+    fits: dict
+    alpha: pd.DataFrame
+    drift: pd.DataFrame
+    states: pd.DataFrame
+    gaps: pd.DataFrame
+    described: list[dict]
+    notes: list[str]
+
+
+def run_models(specs: list[dict], run: RunSettings, *, seq_len: int, n_contexts: int, top_k: int, extra: int,
+               temperatures, eps: float, drift_k: int, drift_states: int, drift_temperatures) -> BoundsRuns:
     """The bounds chapter's protocol for each masked LM, one unit of work per model
-    (:func:`model_unit`) on ``scheduler`` (:mod:`textglauber.scheduler`; None: its setting from the
-    environment, serial by default). Every model's seed is drawn from ``gen``, in the order of
-    ``specs``, before any unit runs, so neither a skipped model nor the scheduler changes another's
-    rows. A model that cannot be had becomes a note (``on_missing_model="skip"``) or stops the run
-    (``"fail"``).
-
-    Returns (InfluenceResult by model, alpha table, drift table, drift per state, gap table, model
-    descriptions, notes)."""
-    from .scheduler import run_all
-
-    settings = {"device": device, "dtype": dtype, "seq_len": seq_len, "n_contexts": n_contexts, "top_k": top_k,
-                "extra": extra, "temperatures": temperatures, "eps": eps, "drift_k": drift_k,
-                "drift_states": drift_states, "drift_temperatures": drift_temperatures}
-    seeds = [child_seed(gen) for _ in specs]
-    units = [(f"bounds, influence and drift, model {spec['name']}", model_unit, (spec, seed, on_missing_model, settings))
+    (:func:`model_unit`) as ``run`` says (:class:`textglauber.scheduler.RunSettings`: every model's
+    seed drawn from its generator, in the order of ``specs``, before any unit runs, so neither a
+    skipped model nor the scheduler changes another's rows), with float32 weights unless a dtype is
+    named (:func:`textglauber.device.measurement_dtype`)."""
+    settings = {"device": run.device, "dtype": measurement_dtype(run.dtype), "seq_len": seq_len,
+                "n_contexts": n_contexts, "top_k": top_k, "extra": extra, "temperatures": temperatures, "eps": eps,
+                "drift_k": drift_k, "drift_states": drift_states, "drift_temperatures": drift_temperatures}
+    seeds = [child_seed(run.gen) for _ in specs]
+    units = [(f"bounds, influence and drift, model {spec['name']}", model_unit, (spec, seed, run.on_missing_model, settings))
              for spec, seed in zip(specs, seeds)]
-    parts = run_all(units, scheduler)
+    parts = run_all(units, run.scheduler)
     notes = [note for _, ns in parts for note in ns]
     done = [part for part, _ in parts if part is not None]
     fits = {part.name: part.fit for part in done}
@@ -178,8 +188,8 @@ def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: s
     def joined(name):
         return pd.concat([getattr(part, name) for part in done], ignore_index=True) if done else pd.DataFrame()
 
-    return (fits, joined("alpha"), joined("drift"), joined("states"), pd.DataFrame([part.gaps for part in done]),
-            [part.described for part in done], notes)
+    return BoundsRuns(fits, joined("alpha"), joined("drift"), joined("states"), pd.DataFrame([part.gaps for part in done]),
+                      [part.described for part in done], notes)
 
 
 @dataclass

@@ -22,6 +22,7 @@ import re
 import socket
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
+from dataclasses import dataclass
 from urllib.parse import urlparse
 
 ENV = "TEXTGLAUBER_SCHEDULER"
@@ -50,6 +51,22 @@ one run each, twice). So the offline profile's 16 chains are one unit and the pa
 def chain_blocks(chains: int) -> list[range]:
     """The chains of each block of ``chains``, in order: :data:`CHAIN_BLOCK` each, the last what is left."""
     return [range(lo, min(lo + CHAIN_BLOCK, chains)) for lo in range(0, chains, CHAIN_BLOCK)]
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a chapter runs its model units, apart from its science; every chapter's ``run_models``
+    takes one (``run_models(specs, run, **protocol)``): the chapter's one generator (each unit's seed
+    is drawn from it, in the order of the model entries, before any unit runs), the device and dtype
+    as the profile names them (:mod:`textglauber.device` decides what they mean), what a model that
+    cannot be had does (``skip``: a note; ``fail``: the run stops) and where the units run (None:
+    :data:`ENV`'s setting, serial by default)."""
+
+    gen: "torch.Generator"
+    device: str
+    dtype: str
+    on_missing_model: str
+    scheduler: str | None = None
 
 
 class UnitFailed(RuntimeError):

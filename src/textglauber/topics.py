@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from . import vocabulary
+from .scheduler import RunSettings, run_all
 from .seeding import child_seed
 
 LABELS = ["politics", "health", "pop culture", "sport", "food", "science", "technology", "finance",
@@ -416,28 +417,35 @@ def null_comparison(topic: pd.DataFrame, null: pd.DataFrame, *, alpha: float = 0
 # --------------------------------------------------------------------------- the basins chapter
 
 
-def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: str, on_missing_model: str,
-               score, labels: list[str], seed_topics: list[str], scheduler: str | None = None, **chain_options):
-    """:func:`basin_chains` for each masked LM (``chain_options``: its other keyword arguments), one
-    unit of work per model (:func:`chains_unit`) on ``scheduler`` (:mod:`textglauber.scheduler`; None:
-    its setting from the environment, serial by default), every model's seed drawn from ``gen`` before
-    any unit runs; their texts are then scored here with ``score``. A model that cannot be had becomes
-    a note (``on_missing_model="skip"``) or stops the run (``"fail"``). Returns (the scores of every
-    chain of every model, model descriptions, notes, the spec of the first model that ran, or None)."""
-    from .scheduler import run_all
+@dataclass
+class BasinRuns:
+    """:func:`run_models`' result: the scores of every chain of every model that ran, each model's
+    description, a note per model skipped, and the entry of the first model that ran (None: none)."""
 
-    options = {**chain_options, "device": device, "dtype": dtype}
-    units = [(f"basins, chains, model {spec['name']}", chains_unit, (spec, child_seed(gen), on_missing_model,
+    scores: pd.DataFrame
+    described: list[dict]
+    notes: list[str]
+    first: dict | None
+
+
+def run_models(specs: list[dict], run: RunSettings, *, score, labels: list[str], seed_topics: list[str],
+               **chain_options) -> BasinRuns:
+    """:func:`basin_chains` for each masked LM (``chain_options``: its other keyword arguments), one
+    unit of work per model (:func:`chains_unit`) as ``run`` says
+    (:class:`textglauber.scheduler.RunSettings`: every model's seed drawn from its generator before
+    any unit runs); their texts are then scored here with ``score``."""
+    options = {**chain_options, "device": run.device, "dtype": run.dtype}
+    units = [(f"basins, chains, model {spec['name']}", chains_unit, (spec, child_seed(run.gen), run.on_missing_model,
                                                                      seed_topics, options)) for spec in specs]
     frames, described, notes, first = [], [], [], None
-    for spec, (got, ns) in zip(specs, run_all(units, scheduler)):
+    for spec, (got, ns) in zip(specs, run_all(units, run.scheduler)):
         notes.extend(ns)
         if got is None:
             continue
         frames.append(chain_frame(got.name, got.steps, got.texts, score(got.texts), got.kind, got.topic, labels))
         described.append(got.described)
         first = first or spec
-    return pd.concat(frames, ignore_index=True), described, notes, first
+    return BasinRuns(pd.concat(frames, ignore_index=True), described, notes, first)
 
 
 def start_end_table(scores: pd.DataFrame, basin_label: str) -> pd.DataFrame:

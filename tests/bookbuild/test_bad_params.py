@@ -181,13 +181,21 @@ def test_a_bad_parameter_is_one_line_before_anything_loads(case, pdir, no_loadin
     assert says in line, line
 
 
-def test_a_relation_broken_by_the_notebook_default_says_so(pdir, no_loading, capsys, tmp_path):
+def test_a_relation_broken_by_the_schemas_default_says_so(pdir, no_loading, capsys, tmp_path):
     spec = shipped()
-    del spec["chapters"]["traps"]["parameters"]["window"]          # the notebook's window = 100 steps
-    spec["chapters"]["traps"]["parameters"]["record_every"] = 60
+    prm = spec["chapters"]["ground_truth"]["parameters"]
+    assert "trap_window" not in prm and "trap_window" not in spec["defaults"]   # the schema's trap_window = 50 steps
+    prm["budget"] = 40
     line = refused(capsys, tmp_path, "--profile", write(pdir, "bad", spec))
-    assert "chapter 'traps': window = 100: must be at least 2 * record_every = 120" in line
-    assert "the notebook's default" in line
+    assert "chapter 'ground_truth': trap_window = 50: must be at most budget = 40" in line
+    assert "the schema's default" in line
+
+
+def test_a_key_the_profile_leaves_out_without_a_default_is_missing(pdir, no_loading, capsys, tmp_path):
+    spec = shipped()
+    del spec["chapters"]["traps"]["parameters"]["window"]
+    line = refused(capsys, tmp_path, "--profile", write(pdir, "bad", spec))
+    assert line.endswith("chapter 'traps': window: missing (required)"), line
 
 
 @pytest.mark.parametrize("key,value,says", [
@@ -317,12 +325,13 @@ def test_the_schema_declares_exactly_the_notebooks_parameters(notebook):
     assert set(P.INJECTED) | set(P.DEFAULT_KEYS) <= cell
 
 
-def test_every_notebook_of_every_profile_has_a_schema_and_its_defaults_pass_it():
+def test_every_notebook_of_every_profile_has_a_schema_and_runs_alone():
     for profile in P.profiles():
         for ch in P.load_profile(profile)["chapters"].values():
             assert ch["notebook"] in P.CHAPTERS, ch["notebook"]
     for notebook, model in P.CHAPTERS.items():      # the notebook run alone, as papermill would without a profile
-        model.model_validate(P.notebook_parameters(ROOT / notebook))
+        got = P.check_chapter(notebook, P.notebook_parameters(ROOT / notebook))
+        model.model_validate({k: v for k, v in got.items()})
 
 
 def test_the_limits_the_schema_states_are_the_librarys():

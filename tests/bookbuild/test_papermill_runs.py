@@ -1,47 +1,75 @@
-"""Papermill runs outside the build (issue 65, item 4): ``-p profile P`` alone is refused, since the
-chapter would run with the notebook's defaults under P's name; a relative ``results_root`` lands
-under the repository's ``results/`` wherever papermill was started. Both are decided by the first
-line of every chapter, ``check_chapter`` (test_bad_params checks that it is the first line)."""
+"""Papermill runs outside the build (issue 65, item 4; issue 66, one home per parameter): a notebook's
+parameters cell holds no values, so ``-p profile P`` alone runs with P's values, a value given with
+``-p`` replaces the profile's, and a relative ``results_root`` lands under the repository's
+``results/`` wherever papermill was started. All are decided by the first line of every chapter,
+``check_chapter`` (test_bad_params checks that it is the first line)."""
 from pathlib import Path
 
 import pytest
 
 from textglauber import profile as P
+from textglauber.profile import notebooks
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted({(c, e["notebook"]) for c, e in P.load_profile("offline")["chapters"].items()})
 
 
-@pytest.mark.parametrize("chapter,notebook", CHAPTERS)
-def test_a_profile_named_without_its_values_is_refused_in_one_line(chapter, notebook):
-    defaults = P.notebook_parameters(ROOT / notebook)
-    want = P.chapter_parameters("offline", chapter)
-    if all(want.get(k) == v for k, v in defaults.items() if k not in P.INJECTED):
-        pytest.skip("the notebook's defaults are the offline profile's values")
-    with pytest.raises(P.ProfileError) as exc:
-        P.check_chapter(notebook, {**defaults, "profile": "offline"})
-    line = str(exc.value)
-    assert "\n" not in line and line.startswith(f"{notebook}: profile = 'offline' was given without the profile's values")
-    assert f"python -m textglauber.profile offline {chapter}" in line
+def same(a, b) -> bool:
+    """Equal and of one type (a list is not a tuple, 1 is not 1.0), the type checked at the top."""
+    return type(a) is type(b) and a == b
 
 
 @pytest.mark.parametrize("chapter,notebook", CHAPTERS)
-def test_the_profiles_own_values_under_its_name_run(chapter, notebook):
-    got = P.check_chapter(notebook, {**P.notebook_parameters(ROOT / notebook), **P.chapter_parameters("offline", chapter)})
-    assert got["profile"] == "offline"
+def test_a_profile_named_alone_runs_with_that_profiles_values(chapter, notebook):
+    """``-p profile offline`` and nothing else: every value is the offline profile's, as the build
+    would inject them, and differs from the smoke run's where the two profiles differ."""
+    cell = P.notebook_parameters(ROOT / notebook)
+    got = P.check_chapter(notebook, {**cell, "profile": "offline"})
+    built = P.check_chapter(notebook, {**cell, **P.chapter_parameters("offline", chapter)})
+    assert list(got) == list(built)
+    for key in got:
+        if key != "results_root":
+            assert same(got[key], built[key]), (chapter, key, got[key], built[key])
+    smoke = P.check_chapter(notebook, cell)
+    differ = [k for k in got if k not in P.INJECTED and got[k] != smoke[k]]
+    if chapter != "cost":
+        assert differ, f"{chapter}: the offline and smoke profiles give the same values: nothing was tested"
 
 
-def test_one_value_given_with_the_profile_is_checked_as_given_not_refused():
-    """A run that sets its own values (a smaller test, say) is the user's choice: only the case where
-    nothing but the name was given is refused."""
+def test_one_value_given_with_the_profile_replaces_the_profiles():
     nb = "book/05_traps.ipynb"
     values = {**P.notebook_parameters(ROOT / nb), "profile": "offline", "chains": 3}
-    assert P.check_chapter(nb, values)["chains"] == 3
+    got = P.check_chapter(nb, values)
+    offline = P.chapter_parameters("offline", "traps")
+    assert got["chains"] == 3 != offline["chains"] and got["steps"] == offline["steps"]
 
 
-def test_an_unknown_profile_name_is_not_this_checks_business():
+@pytest.mark.parametrize("name, says", [("nosuch", "profile = 'nosuch': "), (None, "profile = null: ")])
+def test_an_unknown_profile_is_refused_in_one_line_naming_it(name, says):
     nb = "book/05_traps.ipynb"
-    assert P.profile_without_values(nb, {**P.notebook_parameters(ROOT / nb), "profile": "nosuch"}) is None
+    with pytest.raises(P.ProfileError) as exc:
+        P.check_chapter(nb, {**P.notebook_parameters(ROOT / nb), "profile": name})
+    line = str(exc.value)
+    assert "\n" not in line and line.startswith(f"{nb}: {says}"), line
+
+
+def test_a_profile_without_the_chapter_is_refused_in_one_line(monkeypatch):
+    nb = "book/05_traps.ipynb"
+    spec = P.load_profile("smoke")
+    spec = {**spec, "chapters": {k: v for k, v in spec["chapters"].items() if k != "traps"}}
+    monkeypatch.setattr("textglauber.profile.kernel.load_profile", lambda name: spec)
+    with pytest.raises(P.ProfileError, match=r"^book/05_traps.ipynb: profile = 'smoke': the profile runs no chapter"):
+        P.check_chapter(nb, P.notebook_parameters(ROOT / nb))
+
+
+def test_a_cell_that_holds_a_value_is_refused_naming_it(monkeypatch):
+    """The check that keeps values out of the cells can fail: a cell that gives ``chains`` a value."""
+    nb = "book/05_traps.ipynb"
+    assert P.schema_mismatch(nb, ROOT) is None
+    read = notebooks.notebook_parameters
+    monkeypatch.setattr(notebooks, "notebook_parameters", lambda path: {**read(path), "chains": 4})
+    line = P.schema_mismatch(nb, ROOT)
+    assert line.startswith(f"{nb}: its parameters cell gives ['chains'] a value (each must be None there")
 
 
 @pytest.mark.parametrize("start", ["repo", "tmp", "book"])
@@ -63,11 +91,12 @@ SMOKE = sorted({(c, e["notebook"]) for c, e in P.load_profile("smoke")["chapters
 
 @pytest.mark.parametrize("chapter,notebook", SMOKE)
 def test_a_bare_papermill_run_runs_the_smoke_profiles_values(chapter, notebook):
-    """A run given no parameters at all names itself ``smoke`` (the cell's ``profile``), so the cell's
-    defaults must be what the smoke build injects, key by key: otherwise ``results/smoke/<chapter>``
-    would hold tables the smoke profile never asked for."""
-    defaults = P.notebook_parameters(ROOT / notebook)
-    assert defaults["profile"] == "smoke"
+    """A run given no parameters at all names itself ``smoke`` (the cell's ``profile``) and runs with
+    what the smoke build injects, key by key, from the one home of each value, ``params/smoke.yaml``."""
+    cell = P.notebook_parameters(ROOT / notebook)
+    assert cell["profile"] == "smoke"
+    assert all(v is None for k, v in cell.items() if k not in P.INJECTED), cell
+    got = P.check_chapter(notebook, cell)
     injected = P.chapter_parameters("smoke", chapter)
-    differ = {k: (defaults.get(k), v) for k, v in injected.items() if k not in P.INJECTED and defaults.get(k) != v}
-    assert not differ, f"{notebook}: the parameters cell differs from params/smoke.yaml at {differ}"
+    differ = {k: (got.get(k), v) for k, v in injected.items() if k not in P.INJECTED and not same(got.get(k), v)}
+    assert not differ, f"{notebook}: a bare run differs from params/smoke.yaml at {differ}"

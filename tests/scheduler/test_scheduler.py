@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from textglauber import scheduler
+from textglauber.scheduler import RunSettings
 
 pytestmark = pytest.mark.slow
 
@@ -277,6 +278,11 @@ def test_the_drift_chains_are_identical_serially_and_on_two_workers():
     pd.testing.assert_frame_equal(curves, curves2, check_exact=True)
 
 
+def _settings(where):
+    """A chapter's run settings on ``where``, its generator seeded with 0."""
+    return RunSettings(torch.Generator().manual_seed(0), "cpu", "float32", "fail", where)
+
+
 RECT_SPECS = [{"name": "tiny-mlm", "corpus": "tiny"}, {"name": "tiny-mlm:seed=1,layers=3", "corpus": "tiny"},
               {"name": "tiny-causal", "kind": "causal", "corpus": "tiny", "candidates": 8, "noise": 0.05}]
 
@@ -284,9 +290,9 @@ RECT_SPECS = [{"name": "tiny-mlm", "corpus": "tiny"}, {"name": "tiny-mlm:seed=1,
 def _rectangles(where):
     from textglauber import rectangle
 
-    return rectangle.run_models(RECT_SPECS, gen=torch.Generator().manual_seed(0), device="cpu", dtype="float32",
-                                on_missing_model="fail", n=8, count=12, top_k=20, temperature=1.0, grid_k=3, n_grids=2,
-                                scheduler=where)
+    got = rectangle.run_models(RECT_SPECS, _settings(where), n=8, count=12, top_k=20, temperature=1.0, grid_k=3,
+                               n_grids=2)
+    return got.rects, got.grids, got.described, got.notes
 
 
 def test_the_rectangle_test_is_identical_serially_and_on_two_workers():
@@ -312,11 +318,11 @@ def _text_score(texts):
 def _basins(where):
     from textglauber import topics
 
-    return topics.run_models([{"name": "tiny-mlm"}, {"name": "tiny-mlm:seed=1,layers=3"}], score=_text_score,
-                             labels=["politics", "health"], seed_topics=["health", "sport"], gen=torch.Generator().manual_seed(0),
-                             device="cpu", dtype="float32", on_missing_model="fail", seeds_per_topic=1, chains_per_seed=2,
-                             seq_len=8, steps=60, score_every=20, temperature=1.0, null_seeds=["shuffled", "random"],
-                             null_chains=2, scheduler=where)
+    got = topics.run_models([{"name": "tiny-mlm"}, {"name": "tiny-mlm:seed=1,layers=3"}], _settings(where),
+                            score=_text_score, labels=["politics", "health"], seed_topics=["health", "sport"],
+                            seeds_per_topic=1, chains_per_seed=2, seq_len=8, steps=60, score_every=20, temperature=1.0,
+                            null_seeds=["shuffled", "random"], null_chains=2)
+    return got.scores, got.described, got.notes, got.first
 
 
 def test_the_basin_chains_are_identical_serially_and_on_two_workers():
@@ -337,10 +343,9 @@ def _bounds(where):
 
     specs = [{"name": "tiny-mlm", "corpus": "tiny", "drift_token": "."},
              {"name": "tiny-mlm:seed=1,layers=3", "corpus": "tiny", "drift_token": "."}]
-    return influence.run_models(specs, gen=torch.Generator().manual_seed(0), device="cpu", dtype="float32",
-                                on_missing_model="fail", seq_len=6, n_contexts=2, top_k=3, extra=1,
-                                temperatures=[0.5, 2.0], eps=0.25, drift_k=2, drift_states=6, drift_temperatures=[1.0],
-                                scheduler=where)
+    got = influence.run_models(specs, _settings(where), seq_len=6, n_contexts=2, top_k=3, extra=1,
+                               temperatures=[0.5, 2.0], eps=0.25, drift_k=2, drift_states=6, drift_temperatures=[1.0])
+    return got.fits, got.alpha, got.drift, got.states, got.gaps, got.described, got.notes
 
 
 def test_the_bounds_chapter_is_identical_serially_and_on_two_workers():
@@ -362,9 +367,8 @@ def _ground_truth(where):
 
     specs = [{"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 3},
              {"name": "tiny-mlm", "tokens": ["ran", "river", "field"], "n": 3}]
-    return groundtruth.run_models(specs, temperatures=[0.5, 2.0], gen=torch.Generator().manual_seed(0), device="cpu",
-                                  dtype="float32", on_missing_model="fail", pairs=6, budget=60, rectangles=6, chains=4,
-                                  trap_window=5, scheduler=where)
+    return groundtruth.run_models(specs, _settings(where), temperatures=[0.5, 2.0], pairs=6, budget=60, rectangles=6,
+                                  chains=4, trap_window=5)
 
 
 def test_the_ground_truth_chains_are_identical_serially_and_on_two_workers():

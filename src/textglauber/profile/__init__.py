@@ -21,15 +21,17 @@ A profile (``params/NAME.yaml``) is checked in full before anything is loaded, b
 (``python -m textglauber.bookbuild``) and by ``python -m textglauber.profile``: the top-level keys
 (:class:`Profile`, or :class:`DerivedProfile` for one that ``derive:``s from another), the
 ``defaults``, each chapter's entry, and each chapter's parameters as papermill will inject them
-(the notebook's own defaults, under the profile's ``defaults``, under the chapter's
-``parameters``, after ``derive``/``replace``/``sizes``), against the model declared for that
-notebook in :data:`CHAPTERS`.
+(the profile's ``defaults`` under the chapter's ``parameters``, after
+``derive``/``replace``/``sizes``, the schema's default where neither sets a key), against the
+model declared for that notebook in :data:`CHAPTERS`.
 
 Every model forbids keys it does not declare, at every level, and takes its types strictly:
 no string for a number, no bool for an integer, no float for an integer, no NaN or infinity.
 A chapter's model declares exactly the names of its notebook's parameters cell (the build
 refuses a notebook whose cell and model differ), so a notebook run through the build can
-receive no parameter it does not declare. The checks the notebooks and the library make at run
+receive no parameter it does not declare. The cell holds no values: every name but ``profile``
+and ``results_root`` is None there, which the kernel reads as "the profile's value"
+(:func:`check_chapter`), so a value has one home, the profile file (or the schema's default). The checks the notebooks and the library make at run
 time on the parameters alone (``fixed_t`` within the hitting-time budget, ``window`` spanning
 two records, ``steps`` a multiple of ``score_every``, ...) are relations here, so they fail
 before a model loads; what depends on a model or a corpus (a window longer than the corpus
@@ -47,7 +49,7 @@ from .checks import (DEFAULT_KEYS, INJECTED, artifact_problems, chapter_problems
 from .entries import (BoundsModel, Closed, Control, EmbeddedModel, ExactModel, IncompatibilityModel, ModelEntry,
                       ModelSpec, PhaseModel, relation)
 from .errors import NAME_RE, ProfileError, show, where
-from .kernel import anchored_results, check_chapter, profile_without_values
+from .kernel import anchored_results, check_chapter, profile_values
 from .loader import (build_order, chapter_notebooks, chapter_parameters, check_profile, derive, load_profile, main,
                      params_dir, profile_path, profiles, validate_or_exit)
 from .messages import explain, problems

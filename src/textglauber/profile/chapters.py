@@ -128,7 +128,7 @@ class Bounds(Chapter):
     top_k: PosInt
     extra: Count0
     temperatures: Temperatures
-    eps: Num(gt=0, lt=1)
+    eps: Num(gt=0, lt=1) = 0.25        # the distance of the mixing bound t_mix(eps)
     drift_k: Count0
     drift_states: PosInt
     drift_temperatures: Temperatures
@@ -323,7 +323,7 @@ class Basins(Chapter):
     topic_scorer: TopicScorer
     labels: ListOf(Label, "labels", min_length=2, distinct=True)
     basin_label: Label
-    seed_topics: ListOf(Label, "seed topics", distinct=True)
+    seed_topics: ListOf(Label, "seed topics", distinct=True) = ["health", "sport", "science", "food", "technology"]
     seeds_per_topic: PosInt
     chains_per_seed: PosInt
     seq_len: Length(PosInt)
@@ -334,7 +334,7 @@ class Basins(Chapter):
     prefix_chains: PosInt
     null_seeds: ListOf(Text(None, "a kind of null seed"), "kinds of null seed", min_length=0, distinct=True)
     null_chains: Count0
-    null_alpha: Num(gt=0, lt=1)
+    null_alpha: Num(gt=0, lt=1) = 0.05          # level of the one-sided tests against the null
 
     @model_validator(mode="after")
     def _relations(self):
@@ -388,9 +388,9 @@ class GroundTruth(Chapter):
     budget: PosInt
     rectangles: PosInt
     chains: PosInt
-    rel_delta: Num(gt=0, le=1)
-    trap_window: PosInt
-    trap_threshold: PosNum
+    rel_delta: Num(gt=0, le=1) = 0.5        # hit when the drift reaches this share of its exact stationary value
+    trap_window: PosInt = 50
+    trap_threshold: PosNum = 0.1            # share of the mean drift of one move
     holding: Holding
     ising_separation: IsingSeparation
     ising_cliques: ListOf(Int(ge=2), "integers >= 2", distinct=True)

@@ -13,7 +13,7 @@ from .chapters import CHAPTERS
 from .entries import Defaults, DerivedProfile, Profile
 from .errors import ProfileError, show, where
 from .messages import RENAMED, problems
-from .notebooks import notebook_parameters, schema_mismatch
+from .notebooks import schema_mismatch
 from .values import ARTIFACTS
 
 INJECTED = ("profile", "results_root")  # set by the build for every chapter, never by a profile
@@ -53,14 +53,17 @@ def chapter_problems(spec: dict, chapter: str, path: Path, injected: dict) -> li
     for key in INJECTED:
         if key in given:
             lines.append(f"{at}{key} = {show(given[key])}: set by the build, not by a profile")
-    nb_defaults = {k: v for k, v in notebook_parameters(repo_root() / notebook).items() if k in model.model_fields}
-    merged = {**nb_defaults, **injected}
     from_profile = set(given) | set(spec.get("defaults") or {})
 
     def note(key: str) -> str:
         top = re.split(r"[.\[]", key, maxsplit=1)[0]
-        return "" if top in from_profile or top not in nb_defaults else " (the notebook's default: the profile does not set it)"
-    lines += problems(model, merged, at, noun=f"a parameter of {notebook}", note=note)
+        field = model.model_fields.get(top)
+        if top in from_profile or field is None or field.is_required():
+            return ""
+        return " (the schema's default: the profile does not set it)"
+    unstated = {f"{at}{key}: missing (required)" for key in DEFAULT_KEYS if key not in injected}   # said once, above
+    lines += [ln for ln in problems(model, injected, at, noun=f"a parameter of {notebook}", note=note)
+              if ln not in unstated]
     return lines
 
 

@@ -1,5 +1,5 @@
 """A notebook's parameters cell, read without executing anything, and whether it declares exactly
-the names its chapter's model does."""
+the names its chapter's model does, holding no value the profile files hold."""
 from __future__ import annotations
 
 import ast
@@ -12,7 +12,7 @@ from .errors import ProfileError
 
 
 def notebook_parameters(path: Path) -> dict:
-    """The names and default values of a notebook's parameters cell (literals only, read without
+    """The names and values of a notebook's parameters cell (literals only, read without
     executing anything)."""
     path = Path(path)
     return dict(_notebook_parameters(str(path), path.stat().st_mtime_ns))
@@ -38,11 +38,18 @@ def _notebook_parameters(path: str, _mtime: int) -> tuple:
     return tuple(out)
 
 
+HELD_BY_THE_CELL = ("profile", "results_root")   # the only names a parameters cell gives a value
+
+
 def schema_mismatch(notebook: str, root: Path) -> str | None:
-    """Why a notebook's parameters cell and its model differ, or None."""
+    """Why a notebook's parameters cell and its model differ, or None: the cell declares exactly the
+    model's names, each None (the profile's value) but ``profile`` and ``results_root``."""
     declared = set(CHAPTERS[notebook].model_fields)
-    names = set(notebook_parameters(root / notebook))
-    lines = []
+    cell = notebook_parameters(root / notebook)
+    names = set(cell)
+    held = sorted(k for k, v in cell.items() if v is not None and k in declared and k not in HELD_BY_THE_CELL)
+    lines = [f"its parameters cell gives {held} a value (each must be None there: the profile file holds "
+             "the values)"] if held else []
     if names - declared:
         lines.append(f"its parameters cell declares {sorted(names - declared)}, which the schema does not")
     if declared - names:

@@ -11,10 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel
 
-from ..paths import repo_root
 from .chapters import CHAPTERS
 from .entries import ModelEntry
-from .notebooks import notebook_parameters
 from .values import CONTENT_LENGTH, CORPUS, IN_VOCABULARY, NamesModels
 
 
@@ -44,8 +42,8 @@ def model_refs(notebook: str | None, params: dict) -> list[ModelRef]:
     """Every model a chapter's parameters name, at any depth, found by the types of
     ``CHAPTERS[notebook]``: a :class:`ModelEntry` anywhere (in a list, a nested section such as
     ``escape``, an Optional) and a string whose type is marked :class:`NamesModels`. A new field of
-    those types is found without a change here. The notebook's own defaults stand where ``params``
-    (as the build injects them) leaves a parameter out: the notebook reads them.
+    those types is found without a change here. The schema's defaults stand where ``params``
+    (as the build injects them) leaves a parameter out: the chapter runs with them.
 
     ``notebook`` None (a caller that has only the parameters): the chapter's model is the one whose
     fields hold every key given; where none or several do, each key is read by the type every
@@ -53,9 +51,8 @@ def model_refs(notebook: str | None, params: dict) -> list[ModelRef]:
     model = CHAPTERS.get(notebook) if notebook else None
     if model is None:
         return _inferred_refs(params)
-    path = repo_root() / notebook
-    defaults = notebook_parameters(path) if path.is_file() else {}
-    return refs_in(model, {**{k: v for k, v in defaults.items() if k in model.model_fields}, **params})
+    defaults = {k: model.default_of(k) for k, f in model.model_fields.items() if not f.is_required()}
+    return refs_in(model, {**defaults, **params})
 
 
 def _inferred_refs(params: dict) -> list[ModelRef]:

@@ -23,9 +23,9 @@ sentences, views and plots are in :mod:`textglauber.pages.incompatibility`.
 from __future__ import annotations
 
 from .controls import JointConditionals, PerturbedScorer, candidate_vocab, control_info, control_passages
-from .runs import along_training, dtype_floor, experiment, grid_summary, passage_key, run_models, summary
+from .runs import RectangleRuns, along_training, dtype_floor, experiment, grid_summary, passage_key, run_models, summary
 from .statistic import COLUMNS, Rectangles, grid, rectangles_of, sample, score_mlm
 
-__all__ = ["COLUMNS", "JointConditionals", "PerturbedScorer", "Rectangles", "along_training", "candidate_vocab",
+__all__ = ["COLUMNS", "JointConditionals", "PerturbedScorer", "RectangleRuns", "Rectangles", "along_training", "candidate_vocab",
            "control_info", "control_passages", "dtype_floor", "experiment", "grid", "grid_summary", "passage_key",
            "rectangles_of", "run_models", "sample", "score_mlm", "summary"]

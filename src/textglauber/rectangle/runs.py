@@ -3,12 +3,16 @@ model and for a list, the per-model summary with its cluster-bootstrap interval,
 training, and the precision floor."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import torch
 
+from ..device import measurement_dtype
 from ..models import CausalLMScorer
 from ..profile import Control
+from ..scheduler import RunSettings, run_all
 from ..seeding import child_seed
 from .controls import JointConditionals, PerturbedScorer, candidate_vocab, control_passages
 from .statistic import COLUMNS, grid, rectangles_of, sample, score_mlm
@@ -93,32 +97,35 @@ def _grid_tokens(scorer, x: torch.Tensor, site: int, k: int, gen: torch.Generato
     return [cur] + pick.tolist()
 
 
-def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: str, on_missing_model: str,
-               n: int, count: int, top_k: int, temperature: float, grid_k: int = 0, n_grids: int = 0,
-               scheduler: str | None = None):
-    """:func:`experiment` for each model (the chapters' shared shape: model entries first, then the
-    run's generator, device, dtype and ``on_missing_model``, then the protocol's settings), one unit
-    of work per model (:func:`model_unit`) on ``scheduler`` (:mod:`textglauber.scheduler`; None: its
-    setting from the environment, serial by default). Every model's seed is drawn from ``gen``, in
-    the order of ``specs``, before any unit runs, so neither a skipped model nor the scheduler
-    changes another's rows. The masked LMs run first; a causal control then reads the texts of the
-    first masked LM on its corpus that could be had.
+@dataclass
+class RectangleRuns:
+    """:func:`run_models`' result, in the order of the model entries: every rectangle, the grids
+    (None: none asked for or had), each model's description, and a note per model skipped."""
 
-    A model that cannot be had becomes a note (``on_missing_model="skip"``) or stops the run
-    (``"fail"``). Returns (rectangles, grids, model descriptions, notes), in the order of ``specs``.
-    """
-    from ..scheduler import run_all
+    rects: pd.DataFrame
+    grids: pd.DataFrame | None
+    described: list[dict]
+    notes: list[str]
 
-    seeds = [child_seed(gen) for _ in specs]
-    settings = {"n": n, "count": count, "top_k": top_k, "temperature": temperature, "device": device,
-                "dtype": dtype, "grid_k": grid_k, "n_grids": n_grids}
+
+def run_models(specs: list[dict], run: RunSettings, *, n: int, count: int, top_k: int, temperature: float,
+               grid_k: int = 0, n_grids: int = 0) -> RectangleRuns:
+    """:func:`experiment` for each model entry, one unit of work per model (:func:`model_unit`) as
+    ``run`` says (:class:`textglauber.scheduler.RunSettings`: every model's seed drawn from its
+    generator, in the order of ``specs``, before any unit runs, so neither a skipped model nor the
+    scheduler changes another's rows), with float32 weights unless a dtype is named
+    (:func:`textglauber.device.measurement_dtype`). The masked LMs run first; a causal control then
+    reads the texts of the first masked LM on its corpus that could be had."""
+    seeds = [child_seed(run.gen) for _ in specs]
+    settings = {"n": n, "count": count, "top_k": top_k, "temperature": temperature, "device": run.device,
+                "dtype": measurement_dtype(run.dtype), "grid_k": grid_k, "n_grids": n_grids}
     causal = [k for k, spec in enumerate(specs) if spec.get("kind") == "causal"]
     got: dict[int, tuple] = {}
 
     def batch(ks, texts_of=lambda spec: {}):
         units = [(f"incompatibility, rectangles, model {specs[k]['name']}", model_unit,
-                  (specs[k], seeds[k], on_missing_model, {**settings, **texts_of(specs[k])})) for k in ks]
-        got.update(zip(ks, run_all(units, scheduler) if units else []))
+                  (specs[k], seeds[k], run.on_missing_model, {**settings, **texts_of(specs[k])})) for k in ks]
+        got.update(zip(ks, run_all(units, run.scheduler) if units else []))
 
     batch([k for k in range(len(specs)) if k not in causal])
 
@@ -133,7 +140,8 @@ def run_models(specs: list[dict], *, gen: torch.Generator, device: str, dtype: s
     done = [out for out, _ in outs if out is not None]
     rects = pd.concat([df for df, _, _ in done], ignore_index=True) if done else pd.DataFrame(columns=COLUMNS)
     grids = [g for _, g, _ in done if g is not None]
-    return rects, (pd.concat(grids, ignore_index=True) if grids else None), [info for _, _, info in done], notes
+    return RectangleRuns(rects, pd.concat(grids, ignore_index=True) if grids else None, [info for _, _, info in done],
+                         notes)
 
 
 def model_unit(spec: dict, seed: int, on_missing_model: str, settings: dict):

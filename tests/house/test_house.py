@@ -133,14 +133,14 @@ def _signatures(root: Path, name: str) -> dict[str, tuple]:
     return out
 
 
-RUN_SHAPE = ("gen", "device", "dtype", "on_missing_model")
+RUN_SHAPE = ("specs", "run")
 
 
 def _run_models_problems(root: Path) -> list[str]:
-    """Every chapter's ``run_models`` takes the model entries first and alone, then the run's generator,
-    device, dtype and what to do with a missing model as required keywords (no default restated)."""
-    return [f"{mod}: {sig}" for mod, sig in sorted(_signatures(root, "run_models").items())
-            if sig[0] != ("specs",) or sig[1][:4] != RUN_SHAPE]
+    """Every chapter's ``run_models`` takes the model entries and the run's settings (generator,
+    device, dtype, what to do with a missing model, scheduler: :class:`textglauber.scheduler.RunSettings`)
+    as its only positional parameters; its protocol follows as keywords."""
+    return [f"{mod}: {sig}" for mod, sig in sorted(_signatures(root, "run_models").items()) if sig[0] != RUN_SHAPE]
 
 
 def test_every_run_models_has_one_shape():
@@ -149,9 +149,10 @@ def test_every_run_models_has_one_shape():
 
 
 def test_a_run_models_of_another_shape_is_caught(tmp_path):
-    (tmp_path / "a.py").write_text("def run_models(specs, *, gen, device, dtype, on_missing_model, n): ...\n")
+    (tmp_path / "a.py").write_text("def run_models(specs, run, *, n): ...\n")
     (tmp_path / "b.py").write_text("def run_models(mlms, score, *, gen, device='auto', dtype='auto', on_missing_model='skip'): ...\n")
-    assert _run_models_problems(tmp_path) == ["b: (('mlms', 'score'), ('gen',))"]
+    (tmp_path / "c.py").write_text("def run_models(specs, *, gen, device, dtype, on_missing_model, n): ...\n")
+    assert _run_models_problems(tmp_path) == ["b: (('mlms', 'score'), ('gen',))", "c: (('specs',), ('gen', 'device', 'dtype', 'on_missing_model', 'n'))"]
 
 
 def test_the_model_list_has_one_spelling():

@@ -16,8 +16,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 import torch
 
-
-MAX_STATES = 20_000
+from .profile.values import MAX_STATES     # states an exact chain enumerates: the schema's limit, its one home
 
 
 @dataclass

@@ -34,8 +34,7 @@ import torch
 
 from . import stats
 from .exact import exit_time, stationary, tv
-
-MAX_SPINS = 12
+from .profile.values import MAX_SPINS      # the schema's limit on enumerated spins, its one home
 
 
 @dataclass

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from . import vocabulary
+from .profile.values import NULL_SEEDS
 from .scheduler import RunSettings, run_all
 from .seeding import child_seed
 
@@ -220,9 +221,6 @@ def seed_states(tokenizer, topics_wanted: list[str], per_topic: int, seq_len: in
             labels.append(topic)
             texts.append(text)
     return torch.tensor(rows, dtype=torch.long), labels, texts
-
-
-NULL_SEEDS = ("shuffled", "random")
 
 
 def null_states(ids: torch.Tensor, topic: list[str], allowed: torch.Tensor, kinds, count: int,

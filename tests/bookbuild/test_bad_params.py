@@ -334,14 +334,32 @@ def test_every_notebook_of_every_profile_has_a_schema_and_runs_alone():
         model.model_validate({k: v for k, v in got.items()})
 
 
-def test_the_limits_the_schema_states_are_the_librarys():
-    """The schema imports nothing of the library (see its constants); these tie them together."""
-    from textglauber import exact, ising, phase, topics, train_mlm
+def test_the_library_refuses_past_the_schemas_limits():
+    """The limits have one home (profile.values); the library's refusals fall exactly there: an
+    Ising chain of MAX_SPINS spins is built and one more is refused, an exact chain of MAX_STATES
+    states is allowed and one of more refused, and a null seed outside NULL_SEEDS is refused."""
+    import numpy as np
+    import torch
+
+    from textglauber import exact, ising, topics
+
+    ising.IsingModel(np.zeros((P.MAX_SPINS, P.MAX_SPINS)), np.zeros(P.MAX_SPINS))
+    with pytest.raises(ValueError, match=f"exceed the enumeration limit of {P.MAX_SPINS}"):
+        ising.IsingModel(np.zeros((P.MAX_SPINS + 1, P.MAX_SPINS + 1)), np.zeros(P.MAX_SPINS + 1))
+    with pytest.raises(ValueError, match=f"exceed the limit of {P.MAX_STATES}"):
+        exact.enumerate_states(np.arange(P.MAX_STATES + 1), 1)
+    assert len(exact.enumerate_states(np.arange(P.MAX_STATES), 1)) == P.MAX_STATES
+    with pytest.raises(ValueError, match="unknown null seeds"):
+        topics.null_states(torch.zeros((1, 3), dtype=torch.long), ["a"], torch.arange(3), ["uniform"], 1,
+                           torch.Generator())
+
+
+def test_the_names_the_schema_mirrors_are_the_librarys():
+    """Presets and artifacts are the library's names, mirrored in the schema (which imports nothing
+    of the library); these tie them together."""
+    from textglauber import topics, train_mlm
     from textglauber.bench import cache as bench_cache
 
-    assert P.MAX_STATES == exact.MAX_STATES and P.MAX_SPINS == ising.MAX_SPINS
-    assert P.PHASE_MAX_N == phase.MAX_N and P.PHASE_TMIX_MAX_STATES == phase.TMIX_MAX_STATES
-    assert P.NULL_SEEDS == topics.NULL_SEEDS
     assert set(P.TRAINING_PRESETS) == set(train_mlm.PRESETS)
     assert set(P.ARTIFACTS) == {"standins", *bench_cache.PRESETS, *train_mlm.PRESETS}
     assert set(P.seed_topics_available()) == set(topics.seed_texts().label)

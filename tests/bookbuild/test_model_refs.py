@@ -321,6 +321,6 @@ def test_a_phase_pair_outside_the_vocabulary_and_a_length_beyond_the_limit_are_r
     lines = _refused_crossover(write(pdir, "ptok", _phase_with(shipped(), pair=["the", "zzz"])))
     assert len(lines) == 1 and "phase.models[0].pair = ['the', 'zzz']: ['zzz'] not in the vocabulary of model " \
                                "'tiny-mlm'" in lines[0], lines
-    spec = _phase_with(shipped(), max_n=21)                          # beyond phase.MAX_N, whatever the model
+    spec = _phase_with(shipped(), max_n=21)                          # beyond PHASE_MAX_N, whatever the model
     with pytest.raises(ProfileError, match=r"phase.models\[0\].max_n = 21"):
         P.check_profile(write(pdir, "ptoo", spec))

@@ -31,14 +31,14 @@ from .mixing import (DENSE_MAX, TMIX_MAX_STATES, MixingTime, Relaxation, TrapBou
                      hamming_ball, mixing_lower_bound, mixing_time, relaxation, stationary_sparse,
                      tmix_lower_from_trel)
 from .product import marginals, product_distance, product_tmix, ratio_verdict
-from .states import MAX_N, Scores, context_of, dobrushin_alpha, kernel, score_table, site_bits, with_context
+from .states import Scores, context_of, dobrushin_alpha, kernel, score_table, site_bits, with_context
 from .table import (COLUMNS, design_scorer, design_tokens, global_pairs, passage_pairs, phase_point, phase_table,
                     state_text)
 from .transfer import Transfer, transfer_lower_bound
 from .verdict_power import growth_power
 from .verdicts import growth_verdict
 
-__all__ = ["COLUMNS", "DENSE_MAX", "MAX_N", "TMIX_MAX_STATES", "MixingTime", "Relaxation", "Scores",
+__all__ = ["COLUMNS", "DENSE_MAX", "TMIX_MAX_STATES", "MixingTime", "Relaxation", "Scores",
            "TrapBound", "context_of", "coupling_times_exact", "design_scorer", "design_tokens", "dobrushin_alpha",
            "exit_masses", "global_pairs", "growth_verdict", "hamming_ball", "kernel", "mixing_lower_bound",
            "mixing_time", "passage_pairs", "phase_point", "phase_table", "relaxation", "score_table", "site_bits",

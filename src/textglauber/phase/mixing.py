@@ -10,11 +10,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from .. import exact
+from ..profile.values import PHASE_TMIX_MAX_STATES as TMIX_MAX_STATES   # its one home: the schema's limit
 from .states import site_bits
-
-TMIX_MAX_STATES = 4096
-"""Largest state space whose exact t_mix a profile may ask for (a dense 4096 x 4096 kernel's
-powers); the schema's ``PHASE_TMIX_MAX_STATES`` mirrors it."""
 
 DENSE_MAX = 256
 """Largest state space whose eigenvalues are all computed densely (``numpy.linalg.eigvals``);

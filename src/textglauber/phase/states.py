@@ -10,11 +10,6 @@ import scipy.sparse as sp
 import torch
 from scipy.special import expit
 
-MAX_N = 20
-"""Longest two-token chain a profile may ask for (2^20 states, about 10^7 rows to score: a GPU's
-work); the schema's ``PHASE_MAX_N`` mirrors it."""
-
-
 # ----------------------------------------------------------------------------------------- states
 
 def site_bits(states: np.ndarray, n: int) -> np.ndarray:

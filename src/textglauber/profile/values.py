@@ -13,16 +13,18 @@ from pydantic_core import PydanticCustomError
 
 from .errors import NAME_RE, show
 
-# Limits and names the library defines, stated here rather than imported: a chapter's cached key
+# Limits: their one home. The library imports them from here (exact.MAX_STATES, ising.MAX_SPINS,
+# phase.TMIX_MAX_STATES, topics.NULL_SEEDS), never the other way round: a chapter's cached key
 # covers every module its notebook can reach, this one included (through models -> profile), so
 # importing the library from here would tie every chapter to modules it does not use.
-# tests/bookbuild/test_bad_params.py checks that each equals the library's own.
-MAX_STATES = 20_000                 # textglauber.exact.MAX_STATES: states an exact chain enumerates
-MAX_SPINS = 12                      # textglauber.ising.MAX_SPINS
-PHASE_MAX_N = 20                    # textglauber.phase.MAX_N: 2^20 states, 10^7 rows (a GPU's)
+MAX_STATES = 20_000                 # states an exact chain enumerates (textglauber.exact)
+MAX_SPINS = 12                      # spins an Ising chain enumerates (textglauber.ising)
+PHASE_MAX_N = 20                    # longest two-token phase chain: 2^20 states, 10^7 rows (a GPU's)
 LANDSCAPE_MAX_N = 64                # textglauber.landscape searches states of n tokens; longer is beyond any model here
-PHASE_TMIX_MAX_STATES = 4096        # textglauber.phase.TMIX_MAX_STATES: exact powers of a dense kernel
-NULL_SEEDS = ("shuffled", "random")  # textglauber.topics.NULL_SEEDS
+PHASE_TMIX_MAX_STATES = 4096        # exact t_mix by powers of a dense kernel up to this many states (textglauber.phase)
+NULL_SEEDS = ("shuffled", "random")  # the null seeds textglauber.topics draws
+# Names the library defines by what they hold (presets, artifacts); mirrored here, and
+# tests/bookbuild/test_bad_params.py ties them to the library's.
 TRAINING_PRESETS = ("english", "tiny")                                  # textglauber.train_mlm.PRESETS
 ARTIFACTS = ("standins", "bench", "bench-smoke", "bench-metastable", *TRAINING_PRESETS)   # build.build_artifacts
 

@@ -154,3 +154,12 @@ class ContextTable:
         x, i = states.numpy().copy(), sites.numpy()
         x[np.arange(len(x)), i] = 0                        # the context: site i blanked
         return torch.as_tensor(self.R[self.chain.index(x), i])
+
+
+def truth_settings(**given) -> dict:
+    """Keywords for ``groundtruth.ground_truth`` (and its chapter's ``run_models``): ``given``, and the
+    chapter schema's default for each of eps, rel_delta, trap_window and trap_threshold not given
+    (the library states none of them)."""
+    from textglauber.profile.chapters import GroundTruth
+
+    return {**{k: GroundTruth.default_of(k) for k in ("eps", "rel_delta", "trap_window", "trap_threshold")}, **given}

@@ -10,6 +10,7 @@ from textglauber.engine import couple
 from textglauber.pages import ground_truth as ground_truth_page
 from textglauber.scheduler import RunSettings
 
+from conftest import truth_settings
 from test_exact import _planted
 
 
@@ -100,8 +101,8 @@ def test_ground_truth_rows_are_the_exact_answers_beside_the_diagnostics(small_sc
     documented order (rectangles first, then per temperature the pairs' starts and the coupling)."""
     table = exact.TabulatedScorer(small_scorer, 3)
     temps, pairs, budget = [0.5, 2.0], 30, 300
-    gt = groundtruth.ground_truth(table, temps, pairs=pairs, budget=budget, rectangles=12,
-                                  gen=torch.Generator().manual_seed(5))
+    gt = groundtruth.ground_truth(table, temps, gen=torch.Generator().manual_seed(5),
+                                  **truth_settings(pairs=pairs, budget=budget, rectangles=12, chains=64))
     assert list(gt.table.columns[:13]) == [
         "temperature", "states", "exact t_mix", "relaxation time", "complex spectrum", "TV(pi, PL law)",
         "KL(pi || PL law)", "exact alpha", "contraction bound", "coupling estimate", "censored pairs",
@@ -128,7 +129,8 @@ def test_ground_truth_rows_are_the_exact_answers_beside_the_diagnostics(small_sc
 def test_ground_truth_refuses_a_table_with_a_frozen_prefix(small_scorer):
     table = exact.TabulatedScorer(small_scorer, 3, prefix=small_scorer.vocab.ids[[0]].numpy())
     with pytest.raises(ValueError, match="frozen prefix"):
-        groundtruth.ground_truth(table, [1.0], pairs=2, budget=5, rectangles=2, gen=torch.Generator())
+        groundtruth.ground_truth(table, [1.0], gen=torch.Generator(),
+                                 **truth_settings(pairs=2, budget=5, rectangles=2, chains=4))
 
 
 # ---------------------------------------------------------------- what the chapter and the findings page count
@@ -242,8 +244,8 @@ def test_run_models_skips_what_cannot_be_had_and_labels_what_ran():
     runs = groundtruth.run_models(
         [{"name": "package:no-such-model", "tokens": ["a", "b"], "n": 2},
          {"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 2}],
-        RunSettings(torch.Generator().manual_seed(0), "cpu", "auto", "skip"), temperatures=[1.0, 3.0], pairs=4,
-        budget=40, rectangles=4, chains=4)
+        RunSettings(torch.Generator().manual_seed(0), "cpu", "auto", "skip"), temperatures=[1.0, 3.0],
+        **truth_settings(pairs=4, budget=40, rectangles=4, chains=4))
     notes = runs.notes
     assert len(notes) == 1 and notes[0].startswith("package:no-such-model skipped:")
     assert runs.truth[["model", "tokens", "n", "temperature", "states"]].values.tolist() == [
@@ -255,4 +257,4 @@ def test_run_models_skips_what_cannot_be_had_and_labels_what_ran():
     with pytest.raises(UnitFailed, match="model package:no-such-model, tokens a b, n = 2: ModelUnavailableError"):
         groundtruth.run_models([{"name": "package:no-such-model", "tokens": ["a", "b"], "n": 2}],
                                RunSettings(torch.Generator(), "cpu", "auto", "fail"), temperatures=[1.0],
-                               pairs=4, budget=40, rectangles=4)
+                               **truth_settings(pairs=4, budget=40, rectangles=4, chains=4))

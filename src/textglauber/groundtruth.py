@@ -186,9 +186,8 @@ class _Settings:
 
 
 def ground_truth(table: TabulatedScorer, temperatures, *, pairs: int, budget: int, rectangles: int,
-                 gen: torch.Generator, eps: float = 0.25, embedding: np.ndarray | None = None,
-                 chains: int = 64, rel_delta: float = 0.5, trap_window: int = 50,
-                 trap_threshold: float = 0.1) -> Diagnostics:
+                 gen: torch.Generator, eps: float, chains: int, rel_delta: float, trap_window: int,
+                 trap_threshold: float, embedding: np.ndarray | None = None) -> Diagnostics:
     """Every diagnostic of the book beside the exact answer, on one enumerable chain.
 
     Per temperature: exact t_mix(eps), absolute spectral gap and relaxation time, the
@@ -201,7 +200,8 @@ def ground_truth(table: TabulatedScorer, temperatures, *, pairs: int, budget: in
     With ``embedding`` (a unit vector per enumerated state), ``chains`` engine chains run for
     ``budget`` steps at each temperature: their embedding hitting time is set beside the exact
     t_mix (:func:`hitting_check`) and the traps they show get exact conductances
-    (:func:`trap_basins`)."""
+    (:func:`trap_basins`). The chapter's schema holds the values of every keyword
+    (:class:`textglauber.profile.chapters.GroundTruth`); none has a default here."""
     if table.chain.free[0] != 0:
         raise ValueError("ground_truth needs a table without a frozen prefix")
     settings = _Settings(pairs, budget, eps, embedding, chains, rel_delta, trap_window, trap_threshold)

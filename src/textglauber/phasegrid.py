@@ -26,59 +26,59 @@ import pandas as pd
 import torch
 
 from . import corpus, phase
-from .profile import ModelSpec
+from .profile.chapters import Phase
+from .profile.entries import PhaseModel
 from .seeding import child_seed
 
 CALIBRATION_BUDGET = 20          # coupling runs for at most this many times the exact t_mix ...
 CALIBRATION_MAX_STEPS = 200_000  # ... and at most this many steps (numpy steps, every pair at once)
 
 
-def designs(lm, spec: dict, p: dict, seed: int) -> list[tuple[str, object, dict]]:
+def designs(lm, spec: PhaseModel, p: Phase, seed: int) -> list[tuple[str, object, dict]]:
     """(design, scorer, {n: pairs}) for the global design and the nested passage designs of one
-    model. The global design holds every n from ``p['min_n']`` to ``spec['max_n']`` and the landscape's
-    longer lengths; passage k (``p['passages']`` of them) is one window of the model's corpus whose
+    model. The global design holds every n from ``p.min_n`` to ``spec.max_n`` and the landscape's
+    longer lengths; passage k (``p.passages`` of them) is one window of the model's corpus whose
     tokens all lie in the model's allowed vocabulary (``whole_words`` and ``alphabetic`` of its
     entry), drawn with ``seed``, as long as the longest length asked of it. Its alternatives are
     chosen once, in that longest frame, and length n takes the first n sites: every n of a passage
     belongs to one family of chains (a nested design)."""
     from . import vocabulary
 
-    listed = list(range(int(p["min_n"]), int(spec["max_n"]) + 1))
-    searched = [int(n) for n in p["landscape"]["lengths"] if n > int(spec["max_n"])]
-    a, b = (vocabulary.single_token(lm.tokenizer, t) for t in spec["pair"])
+    listed = list(range(p.min_n, spec.max_n + 1))
+    searched = [n for n in p.landscape.lengths if n > spec.max_n]
+    a, b = (vocabulary.single_token(lm.tokenizer, t) for t in spec.pair)
     glob = {n: phase.global_pairs(a, b, n) for n in listed + searched}
     full = full_scorer(lm, spec)
-    count, longest = int(p["passages"]), frame_length(spec, p)
-    texts = corpus.windows(lm.tokenizer, spec["corpus"], longest, count, seed, vocab=full.vocab)
+    count, longest = p.passages, frame_length(spec, p)
+    texts = corpus.windows(lm.tokenizer, spec.corpus, longest, count, seed, vocab=full.vocab)
     out = [("global", phase.design_scorer(lm, glob.values()), glob)]
     for k, text in enumerate(texts):
         frame = phase.passage_pairs(full, text[:longest].numpy())
-        own = listed[:max(1, int(p["passage_max_n"]) - int(p["min_n"]) + 1)]
-        lengths = own + (searched if k < int(p["landscape"]["passages"]) else [])
+        own = listed[:max(1, p.passage_max_n - p.min_n + 1)]
+        lengths = own + (searched if k < p.landscape.passages else [])
         pas = {n: frame[:n] for n in lengths}
         out.append((f"passage {k + 1}", phase.design_scorer(lm, pas.values()), pas))
     return out
 
 
-def full_scorer(lm, spec: dict):
+def full_scorer(lm, spec: PhaseModel):
     """The model over its whole allowed vocabulary (``whole_words`` and ``alphabetic`` of its entry):
     what finds a passage's alternatives and what a covering chain covers."""
     from . import models, vocabulary
 
-    entry = ModelSpec.part_of(spec)
     return models.MaskedLMScorer(lm, vocabulary.allowed_vocabulary(
-        lm.tokenizer, whole_words=entry.whole_words, alphabetic=entry.alphabetic))
+        lm.tokenizer, whole_words=spec.whole_words, alphabetic=spec.alphabetic))
 
 
-def frame_length(spec: dict, p: dict) -> int:
+def frame_length(spec: PhaseModel, p: Phase) -> int:
     """The length of every passage's frame: the longest length any part of the section asks of it."""
-    return max([int(spec["max_n"])] + [int(n) for n in p["landscape"]["lengths"]] + [int(n) for n in p["covering"]["lengths"]])
+    return max([spec.max_n, *p.landscape.lengths, *p.covering.lengths])
 
 
-def listed_lengths(spec: dict, p: dict, design: str) -> list[int]:
+def listed_lengths(spec: PhaseModel, p: Phase, design: str) -> list[int]:
     """The lengths of a design whose states are all listed (the rest are searched)."""
-    top = int(spec["max_n"]) if design == "global" else min(int(spec["max_n"]), int(p["passage_max_n"]))
-    return list(range(int(p["min_n"]), top + 1))
+    top = spec.max_n if design == "global" else min(spec.max_n, p.passage_max_n)
+    return list(range(p.min_n, top + 1))
 
 
 @dataclass
@@ -107,7 +107,7 @@ class ModelRun:
     check: pd.DataFrame
 
 
-def model_table(lm, spec: dict, p: dict, made: list, rng: np.random.Generator) -> ModelRun:
+def model_table(lm, spec: PhaseModel, p: Phase, made: list, rng: np.random.Generator) -> ModelRun:
     """The ``phase_exact`` rows of one model (both kinds of design, every listed n and temperature,
     :func:`textglauber.phase.phase_table`) and its landscape rows: exact on the listed lengths (from
     the same score tables), searched on the longer ones. A passage design's ``rows_scored``
@@ -118,17 +118,17 @@ def model_table(lm, spec: dict, p: dict, made: list, rng: np.random.Generator) -
     for design, scorer, pairs in made:
         listed = [n for n in listed_lengths(spec, p, design) if n in pairs]
         scores = {n: phase.score_table(scorer, pairs[n]) for n in listed}
-        t = phase.phase_table(scorer, lm.name, design, {n: pairs[n] for n in listed}, p["temperatures"],
-                              tmix_max_states=int(p["tmix_max_states"]), scores_by_n=scores)
+        t = phase.phase_table(scorer, lm.name, design, {n: pairs[n] for n in listed}, p.temperatures,
+                              tmix_max_states=p.tmix_max_states, scores_by_n=scores)
         if design != "global":
             t["rows_scored"] = t["rows_scored"] + frame_length(spec, p)
         out.append(t)
         text = phase.design_tokens(scorer, design, pairs[max(pairs)])
         rows, check = land.enumerated_rows(scorer, lm.name, design, text, pairs, scores)
         far = {n: pairs[n] for n in pairs if n not in listed}
-        q = p["landscape"]
-        searched = land.searched_rows(scorer, lm.name, design, text, far, starts=int(q["starts"]),
-                                      max_states=int(q["max_states"]), settle_states=int(q["settle_states"]),
+        q = p.landscape
+        searched = land.searched_rows(scorer, lm.name, design, text, far, starts=q.starts,
+                                      max_states=q.max_states, settle_states=q.settle_states,
                                       rng=rng) if far else rows.iloc[:0]
         lands.append(pd.concat([rows, searched], ignore_index=True))
         checks.append(check)
@@ -136,27 +136,27 @@ def model_table(lm, spec: dict, p: dict, made: list, rng: np.random.Generator) -
                     pd.concat(checks, ignore_index=True))
 
 
-def covering(lm, spec: dict, p: dict, made: list) -> pd.DataFrame:
+def covering(lm, spec: PhaseModel, p: Phase, made: list) -> pd.DataFrame:
     """The covering chains of one model: seeded with the first passage's first n tokens (its own
     tokens, the nested design's frame), at the covering's lengths and temperatures, over the model's
     whole allowed vocabulary (:func:`textglauber.phase.covering.covering_table`)."""
     from .phase import covering as cov
 
-    q = p["covering"]
+    q = p.covering
     passage = next((pairs for design, _, pairs in made if design != "global"), None)
-    if passage is None or not q["lengths"]:
+    if passage is None or not q.lengths:
         return pd.DataFrame(columns=cov.COVERING_COLUMNS)
     frame = passage[max(passage)][:, 0]
     full = full_scorer(lm, spec)
-    seeds = {int(n): frame[:int(n)] for n in q["lengths"]}
-    return cov.covering_table(full, lm.name, seeds, q["temperatures"], eps=float(q["eps"]),
-                              max_states=int(q["max_states"]), tmix_max_states=int(p["tmix_max_states"]))
+    seeds = {n: frame[:n] for n in q.lengths}
+    return cov.covering_table(full, lm.name, seeds, q.temperatures, eps=q.eps,
+                              max_states=q.max_states, tmix_max_states=p.tmix_max_states)
 
 
 CALIBRATION_COLUMNS = ["model", "design", "n", "temperature", "starts", "pairs", "t_mix", "median", "q75", "budget"]
 
 
-def calibration(lm, p: dict, made: list, rng: np.random.Generator) -> pd.DataFrame:
+def calibration(lm, p: Phase, made: list, rng: np.random.Generator) -> pd.DataFrame:
     """The chapter's coupling protocol on the exact chains at n = ``calibration_n``: per design and
     temperature where the exact t_mix(1/4) is known and at most :data:`CALIBRATION_MAX_STEPS` /
     :data:`CALIBRATION_BUDGET` steps, ``calibration_pairs`` pairs started the way the chapter starts
@@ -164,11 +164,11 @@ def calibration(lm, p: dict, made: list, rng: np.random.Generator) -> pd.DataFra
     as many from the worst pair of starts (:func:`textglauber.phase.worst_pair`); their median and
     75% quantile beside the exact t_mix. A quantile beyond the budget is inf. The global pair and the
     first passage are calibrated (the other passages would repeat the check)."""
-    n, m = int(p["calibration_n"]), int(p["calibration_pairs"])
+    n, m = p.calibration_n, p.calibration_pairs
     rows = []
     for design, scorer, pairs in [d for d in made[:2] if n in d[2]]:     # the global pair and the first passage
         scores = phase.score_table(scorer, pairs[n])
-        for T in p["temperatures"]:
+        for T in p.temperatures:
             P = phase.kernel(scores, float(T))
             mix = phase.mixing_time(P, 0.25, max_states=2 ** n).t_mix
             if not np.isfinite(mix) or mix * CALIBRATION_BUDGET > CALIBRATION_MAX_STEPS:
@@ -197,7 +197,7 @@ class ModelPart:
     notes: list = field(default_factory=list)
 
 
-def model_part(p: dict, spec: dict, seeds: tuple[int, int, int], device: str, dtype: str,
+def model_part(p: Phase, spec: PhaseModel, seeds: tuple[int, int, int], device: str, dtype: str,
                on_missing_model: str) -> ModelPart:
     """One model's rows of every phase table, from its three seeds (passages, pairs, search): a unit
     of work that runs the same in this process or on a worker (:mod:`textglauber.scheduler`)."""
@@ -205,7 +205,7 @@ def model_part(p: dict, spec: dict, seeds: tuple[int, int, int], device: str, dt
 
     passage_seed, pair_seed, search_seed = seeds
     notes: list = []
-    lm = models.or_skip(on_missing_model, notes, spec["name"], models.load, spec["name"], kind="mlm",
+    lm = models.or_skip(on_missing_model, notes, spec.name, models.load, spec.name, kind="mlm",
                         device=device, dtype=dtype)
     if lm is None:
         return ModelPart(notes=notes)
@@ -214,14 +214,15 @@ def model_part(p: dict, spec: dict, seeds: tuple[int, int, int], device: str, dt
     part = model_table(lm, spec, p, made, np.random.default_rng(search_seed))
     cal = calibration(lm, p, made, np.random.default_rng(pair_seed))
     cover = covering(lm, spec, p, made)
-    cost = {"model": lm.name, "max_n": int(spec["max_n"]), "rows_scored": int(part.table.drop_duplicates(
+    cost = {"model": lm.name, "max_n": spec.max_n, "rows_scored": int(part.table.drop_duplicates(
         ["design", "n"]).rows_scored.sum()), "seconds": time.perf_counter() - began}
     return ModelPart(part.table, cal, part.landscape, part.check, cover, cost, notes)
 
 
-def run(p: dict, *, device: str, dtype: str, on_missing_model: str, gen: torch.Generator,
+def run(p: Phase | dict, *, device: str, dtype: str, on_missing_model: str, gen: torch.Generator,
         scheduler: str | None = None) -> PhaseRun:
-    """The phase section for a profile's ``phase`` parameters: every model of ``p['models']`` that
+    """The phase section for a profile's ``phase`` parameters (a :class:`Phase`, or the mapping the
+    schema reads as one: the values a chapter's kernel checked), every model of ``p.models`` that
     can be had (else a note, or an error under ``on_missing_model='fail'``), one unit of work per
     model (:func:`model_part`) on ``scheduler`` (:mod:`textglauber.scheduler`; None: its setting from
     the environment, serial by default). The seeds of every model's passages, landscape search and
@@ -231,9 +232,10 @@ def run(p: dict, *, device: str, dtype: str, on_missing_model: str, gen: torch.G
     from .phase import covering as cov
     from .scheduler import run_all
 
-    seeds = [(child_seed(gen), child_seed(gen), child_seed(gen)) for _ in p["models"]]
-    units = [(f"crossover, phase section, model {spec['name']}", model_part,
-              (p, spec, s, device, dtype, on_missing_model)) for spec, s in zip(p["models"], seeds)]
+    p = Phase.model_validate(p)            # typed as the schema declares it; a Phase is taken as it is
+    seeds = [(child_seed(gen), child_seed(gen), child_seed(gen)) for _ in p.models]
+    units = [(f"crossover, phase section, model {spec.name}", model_part,
+              (p, spec, s, device, dtype, on_missing_model)) for spec, s in zip(p.models, seeds)]
     parts = run_all(units, scheduler)
     notes = [note for part in parts for note in part.notes]
     done = [part for part in parts if part.table is not None]

@@ -13,6 +13,8 @@ import torch
 from textglauber import scheduler
 from textglauber.scheduler import RunSettings
 
+from conftest import truth_settings
+
 pytestmark = pytest.mark.slow
 
 
@@ -367,8 +369,8 @@ def _ground_truth(where):
 
     specs = [{"name": "tiny-mlm", "tokens": ["the", "dog", "ran"], "n": 3},
              {"name": "tiny-mlm", "tokens": ["ran", "river", "field"], "n": 3}]
-    return groundtruth.run_models(specs, _settings(where), temperatures=[0.5, 2.0], pairs=6, budget=60, rectangles=6,
-                                  chains=4, trap_window=5)
+    return groundtruth.run_models(specs, _settings(where), temperatures=[0.5, 2.0],
+                                  **truth_settings(pairs=6, budget=60, rectangles=6, chains=4, trap_window=5))
 
 
 def test_the_ground_truth_chains_are_identical_serially_and_on_two_workers():

@@ -388,6 +388,7 @@ class GroundTruth(Chapter):
     budget: PosInt
     rectangles: PosInt
     chains: PosInt
+    eps: Num(gt=0, lt=1) = 0.25             # the distance of the exact t_mix(eps), its bound and the coupling estimate
     rel_delta: Num(gt=0, le=1) = 0.5        # hit when the drift reaches this share of its exact stationary value
     trap_window: PosInt = 50
     trap_threshold: PosNum = 0.1            # share of the mean drift of one move

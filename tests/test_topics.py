@@ -6,6 +6,7 @@ import torch
 from textglauber import engine, reported, topics
 from textglauber.pages import basins as basins_page
 from textglauber.scheduler import RunSettings
+from textglauber.profile import ModelSpec
 
 LABELLED = [  # written for this test, disjoint from the calibration set
     ("the goalkeeper saved a penalty and his club won the football league", "sport"),
@@ -411,11 +412,11 @@ def test_run_models_joins_the_models_that_ran_and_notes_the_others(monkeypatch):
     seen = []
 
     def chains(spec, seed_topics, *, gen, device, dtype, **options):
-        if spec["name"] == "gone":
+        if spec.name == "gone":                 # each entry comes typed, as the schema reads it
             raise ModelUnavailableError("not here")
-        seen.append((spec["name"], int(torch.randint(2**31 - 1, (1,), generator=gen)), options["steps"]))
+        seen.append((spec.name, int(torch.randint(2**31 - 1, (1,), generator=gen)), options["steps"]))
         texts = [f"{b}-{k}" for k in range(3) for b in range(5)]
-        return topics.BasinChains(spec["name"], {"name": spec["name"]}, np.array([0, 50, 100]), texts,
+        return topics.BasinChains(spec.name, {"name": spec.name}, np.array([0, 50, 100]), texts,
                                   [KINDS[b][0] for b in range(5)], [KINDS[b][1] for b in range(5)])
 
     monkeypatch.setattr(topics, "basin_chains", chains)
@@ -428,7 +429,7 @@ def test_run_models_joins_the_models_that_ran_and_notes_the_others(monkeypatch):
     got = allscores[allscores.model == "a"].sort_values(["chain", "step"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(got, ref.assign(model="a"), check_like=True)
     assert [d["name"] for d in described] == ["a", "b"] and len(notes) == 1 and notes[0].startswith("gone skipped")
-    assert first == {"name": "a"}
+    assert first.name == "a" and first == ModelSpec.part_of({"name": "a"})
     # each model drew from its own generator, seeded before any ran: a and b differ, and skipping "gone" moved neither
     assert [s[2] for s in seen] == [100, 100] and seen[0][1] != seen[1][1]
 

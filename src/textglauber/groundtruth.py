@@ -20,6 +20,7 @@ import torch
 
 from . import influence, margins, models, rectangle, semantics, stats, traps
 from .device import measurement_dtype
+from .profile import ExactModel
 from .engine import ChainSpec, couple, first_changes, run
 from .exact import (TabulatedScorer, compatibility_gap, conductance, deepest_traps, exit_time, glauber_kernel,
                     leave_probabilities, mixing_steps, pseudo_likelihood_law, spectral_gap, stationary)
@@ -317,14 +318,16 @@ class Restricted:
     notes: list[str]
 
 
-def run_models(specs: list[dict], run: RunSettings, *, temperatures, **settings) -> Restricted:
+def run_models(specs: list, run: RunSettings, *, temperatures, **settings) -> Restricted:
     """:func:`ground_truth` for each model entry of ``specs`` restricted to its tokens and length, with the
     model's own embedding of each state; ``settings`` are :func:`ground_truth`'s. One unit of work per
     entry (:func:`model_unit`) as ``run`` says (:class:`textglauber.scheduler.RunSettings`: each
     entry's seed drawn from its generator, in the order of ``specs``, before any runs), with float32
-    weights unless a dtype is named (:func:`textglauber.device.measurement_dtype`)."""
+    weights unless a dtype is named (:func:`textglauber.device.measurement_dtype`). Each entry of
+    ``specs`` is read as the chapter's schema types it (:class:`textglauber.profile.ExactModel`)."""
+    specs = [ExactModel.part_of(spec) for spec in specs]
     seeds = [child_seed(run.gen) for _ in specs]
-    units = [(f"ground_truth, restricted chain, model {spec['name']}, tokens {' '.join(spec['tokens'])}, n = {spec['n']}",
+    units = [(f"ground_truth, restricted chain, model {spec.name}, tokens {' '.join(spec.tokens)}, n = {spec.n}",
               model_unit, (spec, seed, run.on_missing_model, run.device, run.dtype, temperatures, settings))
              for spec, seed in zip(specs, seeds)]
     parts = run_all(units, run.scheduler)
@@ -348,21 +351,21 @@ class RestrictedPart:
     described: dict
 
 
-def model_unit(spec: dict, seed: int, on_missing_model: str, device: str, dtype: str, temperatures, settings: dict):
+def model_unit(spec: ExactModel, seed: int, on_missing_model: str, device: str, dtype: str, temperatures, settings: dict):
     """:func:`ground_truth` of one model entry, from a generator seeded with ``seed``:
     (:class:`RestrictedPart`, or None where the model was skipped, notes). A unit of work that runs
     the same in this process or on a worker (its table holds the scores, not the model)."""
     notes: list = []
-    opened = models.or_skip(on_missing_model, notes, spec["name"], models.open_mlm, spec, device=device,
+    opened = models.or_skip(on_missing_model, notes, spec.name, models.open_mlm, spec, device=device,
                             dtype=measurement_dtype(dtype))
     if opened is None:
         return None, notes
     lm, scorer = opened
-    table = TabulatedScorer(scorer, spec["n"])
+    table = TabulatedScorer(scorer, spec.n)
     embedding = semantics.embedder("self", lm)(table.chain.states)      # the model's own view of each state
     gt = ground_truth(table, temperatures, gen=torch.Generator().manual_seed(int(seed)), embedding=embedding,
                       **settings)
-    label = dict(model=spec["name"], tokens=" ".join(spec["tokens"]), n=spec["n"])
+    label = dict(model=spec.name, tokens=" ".join(spec.tokens), n=spec.n)
     basins = gt.traps.assign(**label) if len(gt.traps) else pd.DataFrame()
     return RestrictedPart(gt.table.assign(**label), basins, label, table, lm.describe()), notes
 

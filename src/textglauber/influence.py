@@ -24,6 +24,7 @@ import torch
 
 from . import corpus, margins, models, vocabulary
 from .device import measurement_dtype
+from .profile import BoundsModel
 from .scheduler import RunSettings, run_all
 from .seeding import child_seed
 
@@ -167,18 +168,20 @@ class BoundsRuns:
     notes: list[str]
 
 
-def run_models(specs: list[dict], run: RunSettings, *, seq_len: int, n_contexts: int, top_k: int, extra: int,
+def run_models(specs: list, run: RunSettings, *, seq_len: int, n_contexts: int, top_k: int, extra: int,
                temperatures, eps: float, drift_k: int, drift_states: int, drift_temperatures) -> BoundsRuns:
     """The bounds chapter's protocol for each masked LM, one unit of work per model
     (:func:`model_unit`) as ``run`` says (:class:`textglauber.scheduler.RunSettings`: every model's
     seed drawn from its generator, in the order of ``specs``, before any unit runs, so neither a
     skipped model nor the scheduler changes another's rows), with float32 weights unless a dtype is
-    named (:func:`textglauber.device.measurement_dtype`)."""
+    named (:func:`textglauber.device.measurement_dtype`). Each entry of ``specs`` is read as the
+    chapter's schema types it (:class:`textglauber.profile.BoundsModel`)."""
+    specs = [BoundsModel.part_of(spec) for spec in specs]
     settings = {"device": run.device, "dtype": measurement_dtype(run.dtype), "seq_len": seq_len,
                 "n_contexts": n_contexts, "top_k": top_k, "extra": extra, "temperatures": temperatures, "eps": eps,
                 "drift_k": drift_k, "drift_states": drift_states, "drift_temperatures": drift_temperatures}
     seeds = [child_seed(run.gen) for _ in specs]
-    units = [(f"bounds, influence and drift, model {spec['name']}", model_unit, (spec, seed, run.on_missing_model, settings))
+    units = [(f"bounds, influence and drift, model {spec.name}", model_unit, (spec, seed, run.on_missing_model, settings))
              for spec, seed in zip(specs, seeds)]
     parts = run_all(units, run.scheduler)
     notes = [note for _, ns in parts for note in ns]
@@ -205,30 +208,30 @@ class BoundsPart:
     described: dict
 
 
-def model_unit(spec: dict, seed: int, on_missing_model: str, settings: dict):
+def model_unit(spec: BoundsModel, seed: int, on_missing_model: str, settings: dict):
     """One model's influence estimates (:func:`experiment`), the drift of its ``drift_token`` planted
     ``drift_k`` times (:func:`margins.drift_table`) and the score gaps of its seed windows, from a
     generator seeded with ``seed``: (:class:`BoundsPart`, or None where the model was skipped, notes).
     A unit of work that runs the same in this process or on a worker."""
     notes: list = []
     gen = torch.Generator().manual_seed(int(seed))
-    opened = models.or_skip(on_missing_model, notes, spec["name"], models.open_mlm, spec, device=settings["device"],
+    opened = models.or_skip(on_missing_model, notes, spec.name, models.open_mlm, spec, device=settings["device"],
                             dtype=settings["dtype"])
     if opened is None:
         return None, notes
     lm, scorer = opened
     q = settings
-    passages = corpus.windows(lm.tokenizer, spec["corpus"], q["seq_len"], max(50, q["n_contexts"]),
+    passages = corpus.windows(lm.tokenizer, spec.corpus, q["seq_len"], max(50, q["n_contexts"]),
                               child_seed(gen), vocab=scorer.vocab)
-    token = vocabulary.single_token(lm.tokenizer, spec["drift_token"])   # one token, or an error before compute
+    token = vocabulary.single_token(lm.tokenizer, spec.drift_token)   # one token, or an error before compute
     res, table = experiment(scorer, passages, q["temperatures"], n_contexts=q["n_contexts"], top_k=q["top_k"],
                             extra=q["extra"], gen=gen, eps=q["eps"])
     dt, per_state, _ = margins.drift_table(scorer, passages, token, q["drift_k"], q["drift_states"],
                                            q["drift_temperatures"], gen, tokenizer=lm.tokenizer)
-    part = BoundsPart(spec["name"], res, table.assign(model=spec["name"], t_star=res.t_star),
-                      dt.assign(model=spec["name"], token=spec["drift_token"]), per_state.assign(model=spec["name"]),
-                      {"model": spec["name"], **margins.gap_summary(scorer, passages)},
-                      {**lm.describe(), "corpus": spec["corpus"], "|A|": scorer.vocab.size})
+    part = BoundsPart(spec.name, res, table.assign(model=spec.name, t_star=res.t_star),
+                      dt.assign(model=spec.name, token=spec.drift_token), per_state.assign(model=spec.name),
+                      {"model": spec.name, **margins.gap_summary(scorer, passages)},
+                      {**lm.describe(), "corpus": spec.corpus, "|A|": scorer.vocab.size})
     return part, notes
 
 

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from . import vocabulary
+from .profile import ModelSpec
 from .profile.values import NULL_SEEDS
 from .scheduler import RunSettings, run_all
 from .seeding import child_seed
@@ -272,7 +273,7 @@ class BasinChains:
     topic: list
 
 
-def basin_chains(spec: dict, seed_topics: list[str], *, seeds_per_topic: int, chains_per_seed: int, seq_len: int,
+def basin_chains(spec: ModelSpec, seed_topics: list[str], *, seeds_per_topic: int, chains_per_seed: int, seq_len: int,
                  steps: int, score_every: int, temperature: float, gen: torch.Generator, device="auto",
                  dtype="auto", null_seeds=(), null_chains: int = 0) -> BasinChains:
     """Chains from the topic seed sentences, every recorded state decoded, and ``null_chains`` more
@@ -296,14 +297,14 @@ def basin_chains(spec: dict, seed_topics: list[str], *, seeds_per_topic: int, ch
     return BasinChains(lm.name, lm.describe(), np.asarray(r.steps), texts, kind, topic)
 
 
-def chains_unit(spec: dict, seed: int, on_missing_model: str, seed_topics: list[str], options: dict):
+def chains_unit(spec: ModelSpec, seed: int, on_missing_model: str, seed_topics: list[str], options: dict):
     """One model's :func:`basin_chains` from a generator seeded with ``seed``: (BasinChains or None
     where the model was skipped, notes). A unit of work that runs the same in this process or on a
     worker; the texts are scored where the chapter runs (the topic scorer stays there)."""
     from .models import or_skip
 
     notes: list = []
-    got = or_skip(on_missing_model, notes, spec["name"], basin_chains, spec, seed_topics,
+    got = or_skip(on_missing_model, notes, spec.name, basin_chains, spec, seed_topics,
                   gen=torch.Generator().manual_seed(int(seed)), **options)
     return got, notes
 
@@ -423,17 +424,19 @@ class BasinRuns:
     scores: pd.DataFrame
     described: list[dict]
     notes: list[str]
-    first: dict | None
+    first: ModelSpec | None
 
 
-def run_models(specs: list[dict], run: RunSettings, *, score, labels: list[str], seed_topics: list[str],
+def run_models(specs: list, run: RunSettings, *, score, labels: list[str], seed_topics: list[str],
                **chain_options) -> BasinRuns:
     """:func:`basin_chains` for each masked LM (``chain_options``: its other keyword arguments), one
     unit of work per model (:func:`chains_unit`) as ``run`` says
     (:class:`textglauber.scheduler.RunSettings`: every model's seed drawn from its generator before
-    any unit runs); their texts are then scored here with ``score``."""
+    any unit runs); their texts are then scored here with ``score``. Each entry of ``specs`` is read
+    as the chapter's schema types it (:class:`textglauber.profile.ModelSpec`)."""
+    specs = [ModelSpec.part_of(spec) for spec in specs]
     options = {**chain_options, "device": run.device, "dtype": run.dtype}
-    units = [(f"basins, chains, model {spec['name']}", chains_unit, (spec, child_seed(run.gen), run.on_missing_model,
+    units = [(f"basins, chains, model {spec.name}", chains_unit, (spec, child_seed(run.gen), run.on_missing_model,
                                                                      seed_topics, options)) for spec in specs]
     frames, described, notes, first = [], [], [], None
     for spec, (got, ns) in zip(specs, run_all(units, run.scheduler)):

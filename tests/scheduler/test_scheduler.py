@@ -332,7 +332,7 @@ def test_the_basin_chains_are_identical_serially_and_on_two_workers():
     the chapter runs: every recorded text and score bit for bit, serially (torch at two threads)
     and on two workers; the chains moved."""
     scores, described, notes, first = _at_two_threads(lambda: _basins("serial"))
-    assert notes == [] and first == {"name": "tiny-mlm"} and len(described) == 2
+    assert notes == [] and first.name == "tiny-mlm" and len(described) == 2
     assert set(scores.kind) == {"topic", "shuffled", "random"}
     moved = scores.groupby(["model", "chain"]).text.nunique()
     assert (moved > 1).any()

@@ -236,18 +236,18 @@ class CausalLMScorer:
         return out
 
 
-def open_mlm(spec: dict, device: str | None = "auto", dtype: str | None = "auto"):
-    """A chapter's masked LM from its parameter dict: (LoadedModel, MaskedLMScorer).
+def open_mlm(spec, device: str | None = "auto", dtype: str | None = "auto"):
+    """A chapter's masked LM from its model entry: (LoadedModel, MaskedLMScorer).
 
-    ``spec`` holds ``name`` and optionally ``whole_words``, ``alphabetic`` or ``tokens`` for the
-    allowed vocabulary."""
+    ``spec`` (a :class:`textglauber.profile.ModelSpec`, or a mapping read as one) holds ``name`` and
+    optionally ``whole_words``, ``alphabetic`` or ``tokens`` for the allowed vocabulary."""
     entry = ModelSpec.part_of(spec)
     lm = load(entry.name, kind="mlm", device=device, dtype=dtype)
     try:
         vocab = allowed_vocabulary(lm.tokenizer, whole_words=entry.whole_words, alphabetic=entry.alphabetic,
                                    tokens=entry.tokens)
     except ValueError as exc:          # name the model: a chapter may open several
-        raise ValueError(f"model {spec['name']!r}: {exc} (its allowed tokens must be tokens of its own vocabulary; "
+        raise ValueError(f"model {entry.name!r}: {exc} (its allowed tokens must be tokens of its own vocabulary; "
                          "the build's pre-flight names the parameter that lists them)") from None
     return lm, MaskedLMScorer(lm, vocab)
 
@@ -262,7 +262,8 @@ def kept_mlm(spec: dict, device: str | None = "auto", dtype: str | None = "auto"
     """:func:`open_mlm`, loaded once per process for the same (spec, device, dtype): a worker that
     runs several units of one model loads it once, and a chapter that opens its model here shares
     it with the units it runs in its own process (:mod:`textglauber.scheduler`)."""
-    key = (json.dumps(spec, sort_keys=True, default=str), device, dtype)
+    entry = ModelSpec.part_of(spec)          # a mapping and the typed entry it validates to share one key
+    key = (json.dumps({k: getattr(entry, k) for k in ModelSpec.model_fields}, sort_keys=True), device, dtype)
     if key in _KEPT:
         _KEPT.move_to_end(key)
         return _KEPT[key]

@@ -31,10 +31,13 @@ class Closed(BaseModel):
         return field.default_factory() if field.default_factory is not None else copy.deepcopy(field.default)
 
     @classmethod
-    def part_of(cls, value: dict):
+    def part_of(cls, value):
         """The keys of ``value`` that this model declares, checked and typed, each key left out at its
         declared default: how code outside the schema reads an entry that may hold more keys (a
-        chapter's model entry read as a :class:`ModelSpec`), so that no default is restated there."""
+        chapter's model entry read as a :class:`ModelSpec`), so that no default is restated there.
+        An instance of this model (or of one derived from it) is already that, and is returned as it is."""
+        if isinstance(value, cls):
+            return value
         return cls.model_validate({k: v for k, v in value.items() if k in cls.model_fields})
 
 
@@ -144,8 +147,10 @@ class Control(ModelEntry):
     noise: Num(ge=0) = 0.0
 
     @classmethod
-    def role_of(cls, value: dict) -> str:
-        return "causal" if value.get("kind") == "causal" else "mlm"       # as rectangle.py reads kind
+    def role_of(cls, value) -> str:
+        """What a model entry of chapter 1 is (a mapping or a typed entry): the causal control or a masked LM."""
+        kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+        return "causal" if kind == "causal" else "mlm"       # as rectangle.runs reads kind
 
 
 class BoundsModel(CorpusModel):

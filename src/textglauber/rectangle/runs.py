@@ -11,20 +11,26 @@ import torch
 
 from ..device import measurement_dtype
 from ..models import CausalLMScorer
-from ..profile import Control
+from ..profile import Control, IncompatibilityModel
 from ..scheduler import RunSettings, run_all
 from ..seeding import child_seed
 from .controls import JointConditionals, PerturbedScorer, candidate_vocab, control_passages
 from .statistic import COLUMNS, grid, rectangles_of, sample, score_mlm
 
 
-def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: float, gen: torch.Generator,
+def entry_of(spec) -> Control | IncompatibilityModel:
+    """A model entry of the chapter as its schema types it: the causal control (``kind: causal``,
+    :class:`textglauber.profile.Control`) or a masked LM (:class:`textglauber.profile.IncompatibilityModel`)."""
+    return (Control if Control.role_of(spec) == "causal" else IncompatibilityModel).part_of(spec)
+
+
+def experiment(model, *, n: int, count: int, top_k: int, temperature: float, gen: torch.Generator,
                device: str = "auto", dtype: str = "auto", grid_k: int = 0, n_grids: int = 0,
                texts_of: str | None = None):
     """The chapter's protocol for one model: load, cut passages, sample rectangles, score them.
 
-    ``model`` is a dict with ``name``, ``kind`` ("mlm" or "causal"), ``corpus`` and optionally
-    ``whole_words`` and ``rectangles`` (a per-model count that overrides ``count``). A causal
+    ``model`` is a model entry (:func:`entry_of`: ``name``, ``kind`` "mlm" or "causal", ``corpus``,
+    and ``rectangles``, a per-model count that overrides ``count`` where it is set). A causal
     model is the joint-model control: its conditionals over the ``candidates`` most frequent tokens
     of its corpus (:class:`JointConditionals`; the default count is :class:`textglauber.profile.Control`'s)
     go through the same sampling and scoring as a masked LM's; with ``noise`` > 0 the same rectangles are scored
@@ -35,14 +41,15 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
     """
     from .. import corpus, models
 
+    model = entry_of(model)
     kind = Control.role_of(model)
-    count = int(model.get("rectangles", count))
+    count = count if model.rectangles is None else model.rectangles
     seed = child_seed(gen)
     grids, extra = None, {}
     if kind == "causal":
-        lm = models.load(model["name"], kind=kind, device=device, dtype=dtype)
+        lm = models.load(model.name, kind=kind, device=device, dtype=dtype)
         _check_length(lm, n)
-        control = Control.part_of(model)
+        control = model
         vocab = candidate_vocab(lm.tokenizer, control.corpus, control.candidates)
         scorer = JointConditionals(CausalLMScorer(lm), vocab)
         text_from = models.tokenizer(texts_of) if texts_of else None
@@ -54,8 +61,8 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
         if noise > 0:
             noisy = score_mlm(PerturbedScorer(scorer, noise, seed=seed), rects, temperature=temperature)
             noisy.insert(0, "kind", "perturbed")
-            noisy.insert(0, "model", f"{model['name']} + noise {noise:g}")
-            df.insert(0, "model", model["name"])
+            noisy.insert(0, "model", f"{model.name} + noise {noise:g}")
+            df.insert(0, "model", model.name)
             df = pd.concat([df, noisy], ignore_index=True)
         extra = {"candidates": vocab.size, "candidate_tokens": list(vocab.tokens), "noise": noise,
                  "texts_of": texts_of or "its own windows"}
@@ -63,7 +70,7 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
         lm, scorer = models.open_mlm(model, device=device, dtype=dtype)
         _check_length(lm, n)
         vocab = scorer.vocab
-        passages = corpus.windows(lm.tokenizer, model["corpus"], n, count, seed, vocab=vocab)
+        passages = corpus.windows(lm.tokenizer, model.corpus, n, count, seed, vocab=vocab)
         rects = sample(scorer, passages, count, gen, top_k=top_k)
         df = score_mlm(scorer, rects, temperature=temperature)
         df.insert(0, "kind", kind)
@@ -76,10 +83,10 @@ def experiment(model: dict, *, n: int, count: int, top_k: int, temperature: floa
                 res = grid(scorer, x, i, j, a_list, b_list, temperature)
                 rows.append({"grid": g, "K": grid_k, "mean_R": res["mean_R"], "misfit": res["misfit"]})
             grids = pd.DataFrame(rows)
-            grids.insert(0, "model", model["name"])
+            grids.insert(0, "model", model.name)
     if "model" not in df:
-        df.insert(0, "model", model["name"])
-    return df, grids, {**lm.describe(), "corpus": model["corpus"], "n": n, "rectangles": count, **extra}
+        df.insert(0, "model", model.name)
+    return df, grids, {**lm.describe(), "corpus": model.corpus, "n": n, "rectangles": count, **extra}
 
 
 def _check_length(lm, n: int) -> None:
@@ -108,22 +115,24 @@ class RectangleRuns:
     notes: list[str]
 
 
-def run_models(specs: list[dict], run: RunSettings, *, n: int, count: int, top_k: int, temperature: float,
+def run_models(specs: list, run: RunSettings, *, n: int, count: int, top_k: int, temperature: float,
                grid_k: int = 0, n_grids: int = 0) -> RectangleRuns:
     """:func:`experiment` for each model entry, one unit of work per model (:func:`model_unit`) as
     ``run`` says (:class:`textglauber.scheduler.RunSettings`: every model's seed drawn from its
     generator, in the order of ``specs``, before any unit runs, so neither a skipped model nor the
     scheduler changes another's rows), with float32 weights unless a dtype is named
     (:func:`textglauber.device.measurement_dtype`). The masked LMs run first; a causal control then
-    reads the texts of the first masked LM on its corpus that could be had."""
+    reads the texts of the first masked LM on its corpus that could be had. Each entry of ``specs``
+    is read as the chapter's schema types it (:func:`entry_of`)."""
+    specs = [entry_of(spec) for spec in specs]
     seeds = [child_seed(run.gen) for _ in specs]
     settings = {"n": n, "count": count, "top_k": top_k, "temperature": temperature, "device": run.device,
                 "dtype": measurement_dtype(run.dtype), "grid_k": grid_k, "n_grids": n_grids}
-    causal = [k for k, spec in enumerate(specs) if spec.get("kind") == "causal"]
+    causal = [k for k, spec in enumerate(specs) if isinstance(spec, Control)]
     got: dict[int, tuple] = {}
 
     def batch(ks, texts_of=lambda spec: {}):
-        units = [(f"incompatibility, rectangles, model {specs[k]['name']}", model_unit,
+        units = [(f"incompatibility, rectangles, model {specs[k].name}", model_unit,
                   (specs[k], seeds[k], run.on_missing_model, {**settings, **texts_of(specs[k])})) for k in ks]
         got.update(zip(ks, run_all(units, run.scheduler) if units else []))
 
@@ -131,7 +140,7 @@ def run_models(specs: list[dict], run: RunSettings, *, n: int, count: int, top_k
 
     def texts_of(spec):                  # the control reads the texts of a masked LM on its corpus
         return {"texts_of": next((got[k][0][2]["name"] for k in sorted(got) if got[k][0] is not None
-                                  and got[k][0][2].get("kind") == "mlm" and got[k][0][2].get("corpus") == spec["corpus"]),
+                                  and got[k][0][2].get("kind") == "mlm" and got[k][0][2].get("corpus") == spec.corpus),
                                  None)}
 
     batch(causal, texts_of)
@@ -144,14 +153,14 @@ def run_models(specs: list[dict], run: RunSettings, *, n: int, count: int, top_k
                          notes)
 
 
-def model_unit(spec: dict, seed: int, on_missing_model: str, settings: dict):
+def model_unit(spec: Control | IncompatibilityModel, seed: int, on_missing_model: str, settings: dict):
     """One model's rectangles (:func:`experiment`) from a generator seeded with ``seed``: ((rectangles,
     grids, description) or None where the model was skipped, notes). A unit of work that runs the
     same in this process or on a worker."""
     from ..models import or_skip
 
     notes: list = []
-    out = or_skip(on_missing_model, notes, spec["name"], experiment, spec,
+    out = or_skip(on_missing_model, notes, spec.name, experiment, spec,
                   gen=torch.Generator().manual_seed(int(seed)), **settings)
     return out, notes
 
@@ -218,7 +227,7 @@ def along_training(run: str, *, n: int, count: int, top_k: int, temperature: flo
     return pd.DataFrame(rows)
 
 
-def dtype_floor(model: dict, scored: pd.DataFrame, *, dtype: str = "bfloat16", device: str = "auto") -> pd.DataFrame:
+def dtype_floor(model, scored: pd.DataFrame, *, dtype: str = "bfloat16", device: str = "auto") -> pd.DataFrame:
     """The same rectangles scored with the model's weights in ``dtype`` (the chains' dtype on a
     GPU) beside their float32 R: the noise floor lower precision adds to R.
 
@@ -228,7 +237,7 @@ def dtype_floor(model: dict, scored: pd.DataFrame, *, dtype: str = "bfloat16", d
     _, scorer = models.open_mlm(model, device=device, dtype=dtype)
     again = score_mlm(scorer, rectangles_of(scored), temperature=float(scored["temperature"].iloc[0]))
     diff = (again["R"].to_numpy() - scored["R"].to_numpy())
-    return pd.DataFrame([{"model": model["name"], "dtype": dtype, "rectangles": len(scored),
+    return pd.DataFrame([{"model": IncompatibilityModel.part_of(model).name, "dtype": dtype, "rectangles": len(scored),
                           "mean R (float32)": float(scored["R"].mean()), f"mean R ({dtype})": float(again["R"].mean()),
                           "mean |R difference|": float(np.abs(diff).mean()), "max |R difference|": float(np.abs(diff).max())}])
 

@@ -161,3 +161,17 @@ def test_every_profile_chapter_that_has_work_has_constants():
     for name in ("smoke", "offline"):
         for ch in P.load_profile(name)["chapters"]:
             assert ch in constants or ch in estimates.FIXED_S, (name, ch)
+
+
+def test_a_chapter_without_a_fit_takes_its_fixed_seconds_whatever_the_probe(monkeypatch):
+    """With no fitted constants, the cost appendix is FIXED_S seconds on a machine read as the
+    calibration one and on one read three times slower (a fixed time is not scaled by the probe,
+    as in the fit); a chapter with neither a fit nor a fixed time has no estimate."""
+    from textglauber.bookbuild.estimates import seconds
+
+    monkeypatch.setattr(seconds, "constants", lambda: {})
+    ref = (estimates.REFERENCE_PROBE_ONE_S, estimates.REFERENCE_PROBE_S)
+    slow = tuple(3 * x for x in ref)
+    got = [seconds.estimate("cost", {}, estimates.Probe(lambda r=r: r)) for r in (ref, slow)]
+    assert got == [estimates.FIXED_S["cost"]] * 2
+    assert seconds.estimate("traps", {}, estimates.Probe(lambda: ref)) is None

@@ -34,7 +34,7 @@ CALIBRATION_PARAMETERS = {
                                                                                       "steps": 10_000_000}},
 }
 OVERHEAD_S = 12.0               # per chapter at the reference speed: kernel, imports, models, figures
-FIXED_S = {"cost": 30.0}        # chapters with no work count: a fixed time at the reference speed
+FIXED_S = {"cost": 30.0}        # chapters with no work count and no fit: seconds, whatever the probe reads
 # the English training preset on the calibration machine (850 MiniLM and 360 scratch steps)
 TRAINING_SECONDS = {"english": 28.5 * 60}
 REFERENCE_TRAINING_STEPS = {"minilm": 850, "scratch": 360}

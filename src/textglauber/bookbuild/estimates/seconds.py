@@ -35,10 +35,12 @@ def overhead(chapter: str) -> float:
 def estimate(chapter: str, prm: dict, probe_: "Probe") -> float | None:
     """Seconds a chapter with these parameters would take at the probe's reading (None: no basis):
     its fixed time as fitted, its bookkeeping at the one-thread reading, its encoder work at the
-    reading on torch's threads (:mod:`.records`)."""
+    reading on torch's threads (:mod:`.records`). A chapter no fit covers, with a fixed time
+    (``FIXED_S``), takes those seconds as they are: a fixed time is not scaled by the probe, as in
+    the fit (:mod:`.records`)."""
     got = constants().get(chapter)
     if got is None:
-        return probe_.scale(FIXED_S[chapter], 0.0) if chapter in FIXED_S else None
+        return FIXED_S.get(chapter)
     try:
         encoder, books = work_parts(chapter, prm) or (0.0, 0.0)
     except (KeyError, TypeError, ValueError):

@@ -7,13 +7,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import crossover, reported
 from ..tables import number
 from . import Headline
-from .crossover import tstar_sentence
 from .reading import esc, manifest, nowrap, table
+
+
+def tstar_sentence(cmp: dict | None, model: str, kappa: float) -> str:
+    """One sentence setting T*-hat against the fast temperature at the same n (no final full stop): this
+    chapter's headline and chapter 3's page both say it, so it lives here, which chapter 3's page imports
+    (a page edit to chapter 3 then re-renders chapter 3 alone)."""
+    if cmp is None:
+        return f"The coupling grid has no length, so T*-hat of {model} is not set against a fast temperature"
+    where = (f"at the same length, n = {cmp['n']}" if cmp["same_n"] else
+             f"at n = {cmp['n']}, the coupling length nearest to the bounds chapter's n = {cmp['bounds_n']} "
+             "(the grid does not hold that length)")
+    head = (f"T*-hat = {cmp['t_hat']:.2f} for {model}, estimated at n = {cmp['bounds_n']} as a maximum over sampled "
+            "contexts and so a lower bound on the sufficient temperature T*")
+    if not np.isfinite(cmp["fast"]):
+        return f"{head}; {where}, no temperature of the grid is fast (within {kappa:g} n ln n steps), so there is no ratio"
+    return (f"{head}; {where}, the lowest fast temperature is {cmp['fast']:g}, so T* is at least {cmp['ratio']:.2f} "
+            "times it (the preprint reports about an order of magnitude)")
 
 
 def coupling_boundary(root: Path, profile: str) -> tuple[str | None, list, float]:

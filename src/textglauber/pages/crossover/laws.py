@@ -13,6 +13,7 @@ import pandas as pd
 from ... import growth
 from ...crossover import BOUNDARY_LEVEL, boundary_verdict, tstar_comparison
 from ...growth import CANNOT, MODERATE, NONE, LawComparison, worst_false
+from ..bounds import tstar_sentence
 
 
 def caveat(lengths) -> str:
@@ -108,21 +109,6 @@ def boundary_line(boundary, kappa: float) -> str:
     """:func:`boundary_sentence` as a sentence of its own: capitalized (no final full stop)."""
     text = boundary_sentence(boundary, kappa)
     return text[0].upper() + text[1:]
-
-
-def tstar_sentence(cmp: dict | None, model: str, kappa: float) -> str:
-    """One sentence setting T*-hat against the fast temperature at the same n (no final full stop)."""
-    if cmp is None:
-        return f"The coupling grid has no length, so T*-hat of {model} is not set against a fast temperature"
-    where = (f"at the same length, n = {cmp['n']}" if cmp["same_n"] else
-             f"at n = {cmp['n']}, the coupling length nearest to the bounds chapter's n = {cmp['bounds_n']} "
-             "(the grid does not hold that length)")
-    head = (f"T*-hat = {cmp['t_hat']:.2f} for {model}, estimated at n = {cmp['bounds_n']} as a maximum over sampled "
-            "contexts and so a lower bound on the sufficient temperature T*")
-    if not np.isfinite(cmp["fast"]):
-        return f"{head}; {where}, no temperature of the grid is fast (within {kappa:g} n ln n steps), so there is no ratio"
-    return (f"{head}; {where}, the lowest fast temperature is {cmp['fast']:g}, so T* is at least {cmp['ratio']:.2f} "
-            "times it (the preprint reports about an order of magnitude)")
 
 
 def sensitivity_view(sens: pd.DataFrame, column: str = "reported") -> pd.DataFrame:

@@ -26,8 +26,7 @@ import pandas as pd
 import torch
 
 from . import corpus, phase
-from .profile.chapters import Phase
-from .profile.entries import PhaseModel
+from .profile import Phase, PhaseModel
 from .seeding import child_seed
 
 CALIBRATION_BUDGET = 20          # coupling runs for at most this many times the exact t_mix ...

@@ -267,7 +267,7 @@ def kept_mlm(spec: dict, device: str | None = "auto", dtype: str | None = "auto"
     if key in _KEPT:
         _KEPT.move_to_end(key)
         return _KEPT[key]
-    opened = open_mlm(spec, device, dtype)
+    opened = open_mlm(entry, device, dtype)
     _KEPT[key] = opened
     while len(_KEPT) > KEPT_MODELS:
         _KEPT.popitem(last=False)

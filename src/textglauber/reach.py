@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from .paths import PACKAGE_DIR
@@ -39,32 +40,41 @@ def _module_file(package_dir: Path, dotted: str) -> Path | None:
     return None
 
 
-def _imported(tree: ast.AST, here: str, package_dir: Path, package: str) -> set[str]:
-    """Modules of the package (dotted, relative to it; '' for its __init__) that ``tree`` imports.
-    ``here`` is the dotted name of the package the code sits in (None outside the package)."""
-    found = set()
+@lru_cache(maxsize=4096)
+def _import_statements(src: str, here: str | None, package: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(dotted module relative to the package, names imported from it) for every import of the
+    package in ``src``, from its text alone: the parse is what costs, and a build asks it of the same
+    files once per chapter and twice per build (its plan, then its run), so it is kept per text.
+    Raises SyntaxError where ``src`` does not parse."""
+    found = []
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == package or alias.name.startswith(package + "."):
+                    found.append((alias.name[len(package):], ()))
+        elif isinstance(node, ast.ImportFrom):
+            names = tuple(a.name for a in node.names)
+            if node.level == 0 and node.module and (node.module == package or node.module.startswith(package + ".")):
+                found.append((node.module[len(package):], names))
+            elif node.level and here is not None:
+                parts = here.split(".") if here else []
+                parts = parts[:len(parts) - (node.level - 1)] if node.level > 1 else parts
+                found.append((".".join(parts + ([node.module] if node.module else [])), names))
+    return tuple(found)
 
-    def add(dotted: str, names=()):
+
+def _imported(src: str, here: str | None, package_dir: Path, package: str) -> set[str]:
+    """Modules of the package (dotted, relative to it; '' for its __init__) that the code ``src``
+    imports and that exist as files now. ``here`` is the dotted name of the package the code sits
+    in (None outside the package)."""
+    found = set()
+    for dotted, names in _import_statements(src, here, package):
         dotted = dotted.strip(".")
         found.add(dotted)
         for n in names:                       # from pkg import module
             sub = f"{dotted}.{n}".strip(".")
             if _module_file(package_dir, sub):
                 found.add(sub)
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name == package or alias.name.startswith(package + "."):
-                    add(alias.name[len(package):])
-        elif isinstance(node, ast.ImportFrom):
-            names = [a.name for a in node.names]
-            if node.level == 0 and node.module and (node.module == package or node.module.startswith(package + ".")):
-                add(node.module[len(package):], names)
-            elif node.level and here is not None:
-                parts = here.split(".") if here else []
-                parts = parts[:len(parts) - (node.level - 1)] if node.level > 1 else parts
-                add(".".join(parts + ([node.module] if node.module else [])), names)
     return {d for d in found if _module_file(package_dir, d)}
 
 
@@ -77,7 +87,7 @@ def code_files(nb_path: Path, package_dir: Path | None = None, package: str | No
         if _DYNAMIC_IMPORT.search(src):
             return everything
         try:
-            start |= _imported(ast.parse(src), None, package_dir, package)
+            start |= _imported(src, None, package_dir, package)
         except SyntaxError:
             return everything
     seen, todo = set(), sorted(start)
@@ -96,7 +106,7 @@ def code_files(nb_path: Path, package_dir: Path | None = None, package: str | No
         if _DYNAMIC_IMPORT.search(src):
             return everything
         package_of = dotted if f.name == "__init__.py" else ".".join(parts[:-1])
-        todo += sorted(_imported(ast.parse(src), package_of, package_dir, package) - seen)
+        todo += sorted(_imported(src, package_of, package_dir, package) - seen)
     return sorted(_module_file(package_dir, d) for d in seen)
 
 

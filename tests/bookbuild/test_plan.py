@@ -191,6 +191,20 @@ def test_a_page_edit_is_planned_as_a_re_render_with_no_science(tmp_path):
     got = {line.name: line for line in lines_for(spec, ["bounds", "crossover"], tmp_path, status, measure=no_probe)}
     assert got["bounds"].action == "render" and got["bounds"].seconds == 0.0
     assert got["crossover"].action == "skip"
+    assert plan.computing(list(got.values()), ["bounds", "crossover"]) == []      # no model to resolve
+
+
+def test_the_chapters_checked_before_compute_are_those_that_may_compute(tmp_path):
+    """The pre-flight resolves the models of the chapters that run or may run, and of every chapter
+    where the plan could not be computed; not those re-rendered or skipped."""
+    spec = offline()
+    status = {"bounds": ("render", "pages (bounds.py)"), "crossover": (False, "its inputs changed: notebook"),
+              "traps": ("skip", "unchanged"), "ground_truth": (True, "unchanged")}
+    got = lines_for(spec, list(status), tmp_path, status.get, measure=no_probe)
+    assert {ln.name: ln.action for ln in got} == {"bounds": "render", "crossover": "run", "traps": "skip",
+                                                  "ground_truth": "skip"}
+    assert plan.computing(got, list(status)) == ["crossover"]
+    assert plan.computing([], ["bounds", "traps"]) == ["bounds", "traps"]
 
 
 def test_announce_never_stops_a_build(tmp_path):

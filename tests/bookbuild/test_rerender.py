@@ -246,3 +246,31 @@ def test_a_snapshot_holds_no_model(tmp_path):
     assert fresh["table"] == [1, 2]
     with pytest.raises(replay.ReplayUnavailable, match="scorer could not be stored .*holds a model"):
         fresh["scorer"]["model"]
+
+
+@pytest.mark.slow
+def test_a_re_render_loads_no_model_check_but_a_re_render_that_stops_is_checked_before_it_runs(project, build,
+                                                                                                monkeypatch):
+    """The build resolves models before compute only for chapters that will compute (the plan's run
+    and maybe): a re-render is not checked, and one that stops is checked before the full run, so a
+    missing model still stops it with one line before the science runs."""
+    build()
+    asked = []
+
+    def refuse(profile, chapters):
+        asked.append(list(chapters))
+        raise SystemExit("model 'x' is missing")
+
+    monkeypatch.setattr(execute, "preflight", refuse)
+    page = project / "src" / "fakepkg" / "pages" / "words.py"
+
+    def again():
+        return execute.run_chapters(PROFILE, P.load_profile(PROFILE), ["a"], execute.stage(PROFILE, project / "_build"),
+                                    build.results, checked=set())
+
+    page.write_text(PAGE.replace("The largest value is", "At most"))
+    assert again() == [] and asked == []                         # re-rendered: nothing to check
+    page.write_text(PAGE.replace('return "values"', 'return "measured"'))
+    with pytest.raises(SystemExit, match="model 'x' is missing"):
+        again()                                                  # the re-render stops; the check comes first
+    assert asked == [["a"]] and build.counter.read_text() == "1"  # and the science did not run

@@ -19,8 +19,10 @@ see :mod:`textglauber.profile`). A chapter whose inputs are unchanged since its 
 and whose outputs are all still there, is skipped with a line that says so; one that changed, or
 ``--force``, or a chapter named with ``--chapter``, is executed again.
 
-Every model a selected chapter names is resolved before anything runs, so a missing model
-gives one clear message and no compute is spent.
+Every model a chapter that is to run names is resolved before anything runs, so a missing model
+gives one clear message and no compute is spent; a chapter the plan only re-renders or skips loads
+no model and is not checked, unless its re-render stops and it runs in full after all (it is
+checked then, before it runs).
 
 First of all the build prints its plan: each artifact and chapter it will build, resume, run or
 skip, with the time each is expected to take here; while a chapter runs, a progress line with the
@@ -88,9 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         if refused:
             raise SystemExit(refused)
         build_artifacts(artifacts_needed(spec, chapters), Path(a.results).resolve())
-        preflight(a.profile, chapters)
+        computing = plan.computing(lines, chapters)
+        preflight(a.profile, computing)          # a chapter only re-rendered or skipped loads no model
         forced = "--force" if a.force else "named with --chapter" if a.chapter else None
-        run_chapters(a.profile, spec, chapters, staged, Path(a.results).resolve(), forced, plan.PROBED.get(a.profile))
+        run_chapters(a.profile, spec, chapters, staged, Path(a.results).resolve(), forced, plan.PROBED.get(a.profile),
+                     checked=set(computing))
         if not a.no_book:
             execute_front(a.profile, staged, Path(a.results).resolve())
     if a.no_book:

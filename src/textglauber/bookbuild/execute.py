@@ -14,6 +14,7 @@ from ..paths import repo_root
 from ..provenance import machine_line, write_json_atomic
 from ..results import REPLAY_ENV
 from . import replay, stamps
+from .preflight import preflight
 from .progress import watch
 
 BOOK_FILES = ("_config.yml", "_toc.yml")
@@ -198,10 +199,13 @@ def upstream_problem(spec: dict, profile: str, chapter: str, staged: Path, resul
 
 
 def run_chapters(profile: str, spec: dict, chapters: list[str], staged: Path, results_root: Path,
-                 forced: str | None = None, probe: tuple[float, float] | None = None) -> list[str]:
+                 forced: str | None = None, probe: tuple[float, float] | None = None,
+                 checked: set[str] | None = None) -> list[str]:
     """Execute what changed among ``chapters`` in data order, skip the rest; return those executed.
     ``forced`` (a reason) executes every one of them regardless; ``probe``, the plan's reading, is
-    recorded beside each executed chapter's time (:func:`record_timing`)."""
+    recorded beside each executed chapter's time (:func:`record_timing`). ``checked``: the chapters
+    whose models and corpora the build's pre-flight has resolved; any other that is to run in full
+    (a re-render that stopped) is checked before it runs. None: every chapter was checked."""
     done = []
     for ch in P.build_order(spec, chapters):
         nb = stamps.executed_notebook(staged, ch)
@@ -219,6 +223,9 @@ def run_chapters(profile: str, spec: dict, chapters: list[str], staged: Path, re
         problem = upstream_problem(spec, profile, ch, staged, results_root)
         if problem:
             raise SystemExit(problem)
+        if checked is not None and ch not in checked:
+            preflight(profile, [ch])
+            checked.add(ch)
         print(f"[{profile}] {ch} runs: {forced or why}", flush=True)
         seconds = failed_in_one_line(profile, ch, staged, execute, profile, ch, staged, results_root, spec, probe)
         failed_in_one_line(profile, ch, staged, stamps.write_stamp, stamp, inputs, nb, results_root / profile / ch,

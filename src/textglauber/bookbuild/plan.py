@@ -197,8 +197,6 @@ def artifact_lines(names: list[str], results_root: Path, probe_: Probe) -> list[
 
 
 def _artifact_line(name: str, results_root: Path, probe_: Probe) -> Line:
-    from .. import standins, train_mlm
-
     if name in bench_cache.PRESETS:
         csv, stamp = bench_cache.paths(name, results_root)
         try:
@@ -216,6 +214,8 @@ def _artifact_line(name: str, results_root: Path, probe_: Probe) -> Line:
         return Line("artifact", name, "build", "not measured here with this code",
                     probe_.scale(0.0, BENCH_SECONDS.get(name, 300.0)), probe_.basis())
     if name == "standins":
+        from .. import standins          # imports torch: only where the stand-ins are asked for
+
         todo = [s for s in list(standins.STANDINS) + [standins.MSMARCO_DIR]
                 if not standins.is_current(s)]
         if not todo:
@@ -225,6 +225,8 @@ def _artifact_line(name: str, results_root: Path, probe_: Probe) -> Line:
             return Line("artifact", name, "build", f"{len(todo)} stand-ins to build", None, f"probe failed: {probe_.error}")
         return Line("artifact", name, "build", f"{len(todo)} stand-ins to build",
                     probe_.scale(0.0, STANDINS_SECONDS * share), probe_.basis())
+    from .. import train_mlm
+
     if name in train_mlm.PRESETS:
         return _training_line(name, probe_)
     return Line("artifact", name, "build?", "unknown artifact", None, "")
@@ -330,6 +332,14 @@ def announce(profile: str, spec: dict, chapters: list[str], staged: Path, result
         print(f"[{profile}] plan: could not be computed ({type(exc).__name__}: {exc}); building anyway",
               file=out, flush=True)
         return []
+
+
+def computing(lines: list[Line], chapters: list[str]) -> list[str]:
+    """The chapters whose science the plan's ``lines`` say may run (run, or maybe); all of
+    ``chapters`` where the plan could not be computed (no lines)."""
+    if not lines:
+        return list(chapters)
+    return [ln.name for ln in lines if ln.kind == "chapter" and ln.action in ("run", "maybe")]
 
 
 MAX_HOURS = 24.0     # a chapter expected to take longer on this machine's CPU is refused unless --max-hours says more

@@ -15,6 +15,8 @@ def preflight(profile: str, chapters: list[str]) -> None:
     that cannot be read, without loading weights; that holds in chapters that skip missing models
     too. Then the lengths asked of each model (config.json) and the tokens named for it (its
     tokenizer alone)."""
+    if not chapters:
+        return
     from .. import corpus
     from ..models import ModelUnavailableError, check_models, wanted_models
 

@@ -18,10 +18,12 @@ def build_artifacts(names: list[str], results_root: Path | None = None) -> None:
     """Expensive intermediates a profile needs, each built once and cached: ``standins`` (the
     paper profile's local stand-ins, _build/standins/), a short benchmark (``bench*``, see
     :mod:`textglauber.bench.cache`, into results/bench/) or a training preset (_build/models/<name>)."""
-    from .. import standins, train_mlm
+    from .. import train_mlm          # torch-free unless a model is to be trained
 
     for name in names:
         if name == "standins":
+            from .. import standins
+
             standins.ensure()
         elif name in bench_cache.PRESETS:
             bench_cache.ensure(name, results_root or repo_root() / "results")

@@ -46,9 +46,12 @@ def stage(profile: str, build_root: Path) -> Path:
     return dst
 
 
-def _papermill(profile: str, chapter: str, staged: Path, results_root: Path, spec: dict, prepared) -> Path:
+def _papermill(profile: str, chapter: str, staged: Path, results_root: Path, spec: dict, prepared,
+               save_every_cell: bool = True) -> Path:
     """Execute ``prepared`` (the chapter's notebook as :mod:`.replay` made it) with the chapter's
-    parameters into its partial notebook, which is returned."""
+    parameters into its partial notebook, which is returned. ``save_every_cell``: the partial
+    notebook is written after each cell (what a full run's progress lines and a failed run's
+    traceback are read from); a re-render, seconds long and run again in full where it stops, skips it."""
     import nbformat
     import papermill as pm
 
@@ -60,7 +63,8 @@ def _papermill(profile: str, chapter: str, staged: Path, results_root: Path, spe
     os.environ.update(QUIET_ENV)
     with watch(profile, chapter, partial, staged, results_root):     # a progress line every minute
         pm.execute_notebook(str(source), str(partial), parameters=prm, cwd=str(repo_root() / "book"),
-                            kernel_name="python3", progress_bar=False, log_output=False)
+                            kernel_name="python3", progress_bar=False, log_output=False,
+                            request_save_on_cell_execute=save_every_cell)
     source.unlink()
     return partial
 
@@ -110,7 +114,7 @@ def rerender(profile: str, chapter: str, staged: Path, results_root: Path, spec:
     os.environ[REPLAY_ENV] = "1"
     try:
         partial = _papermill(profile, chapter, staged, results_root, spec,
-                             replay.with_loads(source, stamps.snapshots_of(executed)))
+                             replay.with_loads(source, stamps.snapshots_of(executed)), save_every_cell=False)
     finally:
         os.environ.pop(REPLAY_ENV, None)
     spliced = replay.splice(nbformat.read(partial, as_version=4), nbformat.read(executed, as_version=4))

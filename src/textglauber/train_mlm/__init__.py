@@ -56,18 +56,34 @@ jobs (2026-11-25); see README, "How long a first build takes".
 The package, one module per part: ``presets`` (the presets, their overrides, the MiniLM start's
 weights), ``data`` (pieces, batches, masking, the held-out set), ``model`` (the starts' networks and
 their held-out metrics), ``loop`` (one start's training, its resumable state and progress lines),
-``run`` (``train`` over the starts under the resume key and the lock; ``is_current``, ``ensure``),
-``notes`` (what the pages say about a trained run) and ``cli`` (``python -m textglauber.train_mlm``).
+``run`` (``train`` over the starts under the resume key and the lock), ``current`` (``is_current``,
+``ensure``), ``notes`` (what the pages say about a trained run) and ``cli`` (``python -m
+textglauber.train_mlm``). The modules that import torch (``cli``, ``data``, ``loop``, ``model``, ``run``)
+load when one of their names is first asked of the package.
 """
 from __future__ import annotations
 
-from .cli import main
-from .data import Data, batches, chunks, collate, epoch_batches, mask_batch, prepare, split_docs
-from .loop import StepReport, checkpoint_steps, learning_rate, train_start
-from .model import build_model, evaluate, masked_logits, pseudo_perplexity
+from .current import ensure, is_current
 from .notes import CORPUS_WORDS, MINILM_NAMES, describe, origin_note, shared_encoder_note
 from .presets import PRESETS, RESUME_FORMAT, Preset, TrainingTimeGuard, minilm_dir, resolve_preset
-from .run import ensure, is_current, resume_key, train
+
+_WITH_TORCH = {"cli": ("main",),
+               "data": ("Data", "batches", "chunks", "collate", "epoch_batches", "mask_batch", "prepare", "split_docs"),
+               "loop": ("StepReport", "checkpoint_steps", "learning_rate", "train_start"),
+               "model": ("build_model", "evaluate", "masked_logits", "pseudo_perplexity"),
+               "run": ("resume_key", "train")}
+
+
+def __getattr__(name: str):
+    """The parts that import torch load on first use: a build that only asks whether its models
+    are current, or a page that reads the notes, imports none of them."""
+    part = next((p for p, names in _WITH_TORCH.items() if name in names), None)
+    if part is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import cli, data, loop, model, run
+
+    return getattr({"cli": cli, "data": data, "loop": loop, "model": model, "run": run}[part], name)
+
 
 __all__ = ["CORPUS_WORDS", "MINILM_NAMES", "PRESETS", "RESUME_FORMAT", "Data", "Preset", "StepReport",
            "TrainingTimeGuard", "batches", "build_model", "checkpoint_steps", "chunks", "collate", "describe",

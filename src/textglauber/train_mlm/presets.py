@@ -30,6 +30,13 @@ class Preset:
     def steps_of(self, start: str) -> int:
         return int(self.steps[start])
 
+    def weight_settings(self) -> dict:
+        """The settings that decide the trained weights, as they read back from JSON: all but the
+        guard (``max_hours``) and how often state is saved (``save_every``)."""
+        import json
+
+        return json.loads(json.dumps({k: v for k, v in asdict(self).items() if k not in ("max_hours", "save_every")}))
+
 
 PRESETS = {
     "english": Preset(corpus="english", tokenizer="minilm", starts=("minilm", "scratch"),

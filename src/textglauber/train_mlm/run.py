@@ -1,6 +1,6 @@
 """One call of the training: the key that decides whether a saved run or an interrupted one is
-reused, the lock on the output, ``train`` over every start, and the cheap checks ``is_current`` and
-``ensure``."""
+reused, the lock on the output and ``train`` over every start (the cheap checks ``is_current`` and
+``ensure``: :mod:`textglauber.train_mlm.current`)."""
 from __future__ import annotations
 
 import hashlib
@@ -23,7 +23,7 @@ from .presets import RESUME_FORMAT, Preset, resolve_preset
 def resume_key(preset_name: str, preset: Preset, seed: int, docs: list[str]) -> dict:
     """Everything that decides the trained weights: a saved run or state is reused only under the same key.
     The guard (max_hours) and how often state is saved (save_every) do not change the weights."""
-    settings = {k: v for k, v in asdict(preset).items() if k not in ("max_hours", "save_every")}
+    settings = preset.weight_settings()
     digest = hashlib.sha256("\x1e".join(docs).encode()).hexdigest()
     return json.loads(json.dumps({"format": RESUME_FORMAT, "preset": preset_name, "settings": settings,
                                   "seed": seed, "corpus": {"name": preset.corpus, "documents": len(docs),
@@ -101,24 +101,3 @@ def train(preset_name: "str | Preset" = "english", out: str | Path | None = None
         lock.close()
 
 
-def is_current(out: Path, preset_name: str, seed: int = 0) -> bool:
-    """Cheap check that ``out`` holds a finished run of the preset as it is now (settings and seed)."""
-    try:
-        key = json.loads((out / "manifest.json").read_text())["resume_key"]
-    except (OSError, KeyError, ValueError):
-        return False
-    _, preset = resolve_preset(preset_name)
-    settings = {k: v for k, v in asdict(preset).items() if k not in ("max_hours", "save_every")}
-    return ((out / "final" / "config.json").exists() and key.get("format") == RESUME_FORMAT
-            and key.get("seed") == seed and key.get("settings") == json.loads(json.dumps(settings)))
-
-
-def ensure(preset_name: str, progress: bool = True) -> Path:
-    """The trained model's folder, training it first if it is missing or was trained under other
-    settings (a one-time step); an interrupted training resumes where it stopped."""
-    out = models_root() / preset_name
-    if not is_current(out, preset_name):
-        if progress and (out / "manifest.json").exists():
-            print(f"{out} was trained under other settings; training it again")
-        train(preset_name, progress=progress, reuse=True)
-    return out

@@ -26,9 +26,8 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from . import hub, vocabulary
+from . import hub
 
 
 def _data_lines(name: str) -> list[str]:
@@ -288,6 +287,10 @@ def windows(tokenizer, source: str, n: int, count: int, seed: int, vocab=None) -
     one stream (in a seeded order) and cut at random offsets. With ``vocab``, only windows
     whose tokens all lie in the allowed vocabulary are kept.
     """
+    import torch
+
+    from . import vocabulary
+
     if n < 1 or count < 1:
         raise ValueError("n and count must be positive")
     rng = np.random.default_rng(seed)

@@ -40,6 +40,15 @@ def _module_file(package_dir: Path, dotted: str) -> Path | None:
     return None
 
 
+def _statements(node: ast.AST):
+    """Every statement under ``node``, at any depth (in functions, classes, branches, handlers);
+    expressions, which hold no import statement, are not walked."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+            yield child
+            yield from _statements(child)
+
+
 @lru_cache(maxsize=4096)
 def _import_statements(src: str, here: str | None, package: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """(dotted module relative to the package, names imported from it) for every import of the
@@ -47,7 +56,7 @@ def _import_statements(src: str, here: str | None, package: str) -> tuple[tuple[
     files once per chapter and twice per build (its plan, then its run), so it is kept per text.
     Raises SyntaxError where ``src`` does not parse."""
     found = []
-    for node in ast.walk(ast.parse(src)):
+    for node in _statements(ast.parse(src)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == package or alias.name.startswith(package + "."):

@@ -4,6 +4,7 @@ there are none, the artifacts' lines, and the progress formatter and watcher."""
 import io
 import json
 import subprocess
+import sys
 import time
 
 import pytest
@@ -370,3 +371,29 @@ def test_artifacts_measured_or_trained_before_under_other_keys_show_their_last_t
     [english] = plan.artifact_lines(["english"], tmp_path / "results", estimates.Probe(no_probe))
     assert english.why == "trained under other settings"
     assert english.basis == "last run: 900 s, scaled by 2x the work" and english.seconds == pytest.approx(1800.0)
+
+
+def test_deciding_what_to_build_imports_no_torch(tmp_path):
+    """A rebuild after a prose or page edit decides, for every chapter of the offline profile, to skip
+    or re-render and what its artifacts need, without importing torch in the build process (the
+    framework's import was most of the build's own floor): the keys, their models and corpora, the
+    plan's lines and whether a trained model is current are all read from files. Run in a fresh
+    interpreter, since this one has torch already."""
+    code = f"""
+import sys
+from pathlib import Path
+from textglauber import profile as P, train_mlm
+from textglauber.bookbuild import plan, stamps
+from textglauber.bookbuild.estimates import Probe
+spec = P.load_profile("offline")
+root = Path({str(tmp_path)!r})
+for ch in spec["chapters"]:
+    stamps.chapter_inputs(spec, "offline", ch, root)
+lines = plan.artifact_lines(plan.artifacts_of(spec, list(spec["chapters"])), root, Probe(lambda: (1.0, 1.0)))
+train_mlm.is_current(root / "nothing", "english")
+print(len(lines), "torch" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    n, imported = out.stdout.split()
+    assert int(n) >= 1 and imported == "False", out.stdout

@@ -30,16 +30,32 @@ The parts, each importing only those above it:
 - ``headers``, ``folders``  what a model's files are, read without loading them
 - ``loading``    :func:`load`, :func:`tokenizer`, :class:`LoadedModel`
 - ``scorers``    :class:`MaskedLMScorer`, :class:`CausalLMScorer`, :func:`open_mlm`, :func:`kept_mlm`
+
+``loading`` and ``scorers`` import torch; they load when one of their names is first asked of the
+package, so what only names, finds and checks models imports no torch.
 - ``preflight``  :func:`check_models`, :func:`length_problems`, :func:`token_problems`, :func:`wanted_models`,
   :func:`or_skip`
 """
 from .folders import ROLES, folder_problems, model_folder, model_kind
-from .loading import CAUSAL_KINDS, MLM_KINDS, LoadedModel, load, loading_report, special_frame, tokenizer
 from .lookup import resolve
 from .preflight import (Wanted, check_available, check_models, config_positions, length_problems, or_skip,
                         token_problems, wanted_models)
-from .scorers import CausalLMScorer, MaskedLMScorer, head_parts, kept_mlm, open_mlm
 from .source import ModelMismatchError, ModelSource, ModelUnavailableError
+
+_WITH_TORCH = {"loading": ("CAUSAL_KINDS", "MLM_KINDS", "LoadedModel", "load", "loading_report", "special_frame",
+                           "tokenizer"),
+               "scorers": ("CausalLMScorer", "MaskedLMScorer", "head_parts", "kept_mlm", "open_mlm")}
+
+
+def __getattr__(name: str):
+    """``loading`` and ``scorers`` import torch, so they load on first use: naming, finding and
+    checking models (what a build asks before it decides to run anything) imports none of it."""
+    part = next((p for p, names in _WITH_TORCH.items() if name in names), None)
+    if part is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import loading, scorers
+
+    return getattr({"loading": loading, "scorers": scorers}[part], name)
 
 __all__ = ["CAUSAL_KINDS", "MLM_KINDS", "ROLES", "CausalLMScorer", "LoadedModel", "MaskedLMScorer",
            "ModelMismatchError", "ModelSource", "ModelUnavailableError", "Wanted", "check_available",

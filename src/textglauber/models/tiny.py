@@ -19,8 +19,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import torch
-
 from .. import corpus
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -81,6 +79,8 @@ def write_tokenizer(dirpath: Path):
 
 
 def _train_and_save(kind: str, cfg: dict, dirpath: Path) -> None:
+    import torch
+
     from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
 
     tok = write_tokenizer(dirpath)

@@ -19,8 +19,6 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pandas as pd
-
 from . import lockfile
 from .provenance import file_digest, git_commit, versions
 
@@ -226,6 +224,8 @@ def vouched_table(folder: str | Path, name: str) -> pd.DataFrame:
     if wanted is not None and file_digest(path) != wanted:
         raise NotThisRun(f"{path}: not read: its bytes are not those its folder's last run wrote (the digest "
                          "differs from its manifest's); run the chapter again")
+    import pandas as pd           # here: the build reads manifests and digests, never a table
+
     return pd.read_parquet(path)
 
 

@@ -390,6 +390,8 @@ root = Path({str(tmp_path)!r})
 for ch in spec["chapters"]:
     stamps.chapter_inputs(spec, "offline", ch, root)
 lines = plan.artifact_lines(plan.artifacts_of(spec, list(spec["chapters"])), root, Probe(lambda: (1.0, 1.0)))
+lines += [plan.Line("chapter", ch, "skip", "unchanged", 0.0, "") for ch in spec["chapters"]]
+assert plan.too_long("offline", spec, lines, 24.0) is None
 train_mlm.is_current(root / "nothing", "english")
 print(len(lines), "torch" in sys.modules)
 """

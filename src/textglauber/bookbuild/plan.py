@@ -350,12 +350,11 @@ def too_long(profile: str, spec: dict, lines: list[Line], max_hours: float) -> s
     machine is over ``max_hours`` while it would run on the CPU (parameters asking for far more work
     than was meant, such as 10^7 chains), one line each with the estimate and the flag that allows
     it; or None. A chapter set to a GPU, or with no estimate, is not held back."""
-    from ..device import pick_device
-
     out = []
     for ln in lines:
         if ln.action not in ("run", "maybe", "build", "resume") or ln.seconds is None or ln.seconds <= max_hours * 3600:
             continue
+        from ..device import pick_device          # torch: only for a line over the limit
         device = "auto"
         if ln.kind == "chapter":
             device = P.chapter_parameters(profile, ln.name, spec=spec).get("device", "auto")

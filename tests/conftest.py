@@ -163,3 +163,12 @@ def truth_settings(**given) -> dict:
     from textglauber.profile.chapters import GroundTruth
 
     return {**{k: GroundTruth.default_of(k) for k in ("eps", "rel_delta", "trap_window", "trap_threshold")}, **given}
+
+
+def escape_section(**given):
+    """Chapter 5's escape section as the chapter reads it (a typed
+    :class:`textglauber.profile.Escape`): the smoke profile's, with ``given`` keys replaced, checked
+    by the schema as a profile's would be."""
+    from textglauber import profile as P
+
+    return P.Escape.model_validate({**P.chapter_parameters("smoke", "traps")["escape"], **given})

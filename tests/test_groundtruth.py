@@ -8,6 +8,7 @@ import torch
 from textglauber import exact, groundtruth, models, rectangle
 from textglauber.engine import couple
 from textglauber.pages import ground_truth as ground_truth_page
+from textglauber.profile import Holding
 from textglauber.scheduler import RunSettings
 
 from conftest import truth_settings
@@ -200,12 +201,12 @@ def test_holding_times_run_the_deepest_traps_of_each_model_in_order(small_scorer
     drawn from the generator in the order model, temperature (one holding_check after another)."""
     tabs = [({"model": "m", "tokens": "the dog ran", "n": 3}, exact.TabulatedScorer(small_scorer, 3)),
             ({"model": "m", "tokens": "the dog ran", "n": 2}, exact.TabulatedScorer(small_scorer, 2))]
-    holding = {"temperatures": [0.2, 0.4], "deepest": 2, "chains": 20, "steps": 300}
+    holding = Holding(temperatures=[0.2, 0.4], deepest=2, chains=20, steps=300)
     got = groundtruth.holding_checks(tabs, holding, torch.Generator().manual_seed(3), 0.9)
     assert len(got) == 8 and got.n.tolist() == [3] * 4 + [2] * 4
     gen = torch.Generator().manual_seed(3)
     for i, (label, tab) in enumerate(tabs):
-        for j, T in enumerate(holding["temperatures"]):
+        for j, T in enumerate(holding.temperatures):
             want = groundtruth.holding_check(tab, T, traps=2, chains=20, steps=300, gen=gen, level=0.9)
             part = got.iloc[4 * i + 2 * j: 4 * i + 2 * j + 2].reset_index(drop=True)
             pd.testing.assert_frame_equal(part.drop(columns=["model", "tokens", "n"]), want)
@@ -215,7 +216,7 @@ def test_holding_sentence_counts_and_names_the_deepest_trap():
     h = _holding().assign(model="m", tokens="a b", temperature=[0.1, 0.1, 0.2], chains=10, censored=[2, 10, 0],
                           **{"exact mean holding time": [50.0, 9e6, 10.0],
                              "simulated mean holding time": [55.0, np.inf, 10.0]})
-    text = ground_truth_page.holding_sentence(h, {"deepest": 1, "temperatures": [0.1, 0.2], "chains": 10, "steps": 1000}, 0.95)
+    text = ground_truth_page.holding_sentence(h, Holding(deepest=1, temperatures=[0.1, 0.2], chains=10, steps=1000), 0.95)
     assert "inside the 95% interval of the simulated one in 2 of 3." in text
     assert "the largest relative error of the simulated mean is 10.0% (m on {a, b} at T = 0.1, exact mean 50 steps" in text
     assert "The deepest trap holds for 9e+06 steps on average (exact; m on {a, b} at T = 0.1), more than the budget" in text

@@ -12,7 +12,7 @@ import torch
 from .engine import couple
 
 
-def grid_experiment(model: dict, passages_for, lengths, temperatures, *, pairs: int, budget,
+def grid_experiment(model, passages_for, lengths, temperatures, *, pairs: int, budget,
                     gen: torch.Generator, device: str | None = "auto", dtype: str | None = "auto",
                     mode: str = "auto", scheduler: str | None = None):
     """Coupling times over a (T, n) grid: for each n one batched run serves every temperature, and
@@ -42,14 +42,15 @@ def grid_experiment(model: dict, passages_for, lengths, temperatures, *, pairs: 
     return pd.DataFrame([row for part in run_all(units, scheduler) for row in part])
 
 
-def length_unit(model: dict, device, dtype, n: int, starts: np.ndarray, temps: np.ndarray, budget: int,
+def length_unit(model, device, dtype, n: int, starts: np.ndarray, temps: np.ndarray, budget: int,
                 seed: int, mode: str) -> list[dict]:
     """One length's coupled pairs, the even rows of ``starts`` against the odd ones at ``temps``, from
     a generator seeded with ``seed``: a unit of work that runs the same in this process or on a
     worker, which loads the model once (:func:`textglauber.models.kept_mlm`)."""
     from . import models
+    from .profile import is_model_entry
 
-    scorer = models.kept_mlm(model, device=device, dtype=dtype)[1] if isinstance(model, dict) else model
+    scorer = models.kept_mlm(model, device=device, dtype=dtype)[1] if is_model_entry(model) else model
     x0, y0 = torch.as_tensor(starts[0::2]), torch.as_tensor(starts[1::2])
     r = couple(scorer, x0, y0, temps, budget, torch.Generator().manual_seed(int(seed)), mode=mode)
     return [{"n": n, "temperature": float(temps[p]), "pair": p, "tau": r.tau[p], "censored": bool(r.censored[p]),

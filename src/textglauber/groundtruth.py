@@ -20,7 +20,7 @@ import torch
 
 from . import influence, margins, models, rectangle, semantics, stats, traps
 from .device import measurement_dtype
-from .profile import ExactModel
+from .profile import ExactModel, Holding
 from .engine import ChainSpec, couple, first_changes, run
 from .exact import (TabulatedScorer, compatibility_gap, conductance, deepest_traps, exit_time, glauber_kernel,
                     leave_probabilities, mixing_steps, pseudo_likelihood_law, spectral_gap, stationary)
@@ -381,13 +381,13 @@ def basin_summary(basins: pd.DataFrame) -> pd.DataFrame:
             .reset_index())
 
 
-def holding_checks(restricted: list[tuple[dict, TabulatedScorer]], holding: dict, gen: torch.Generator,
+def holding_checks(restricted: list[tuple[dict, TabulatedScorer]], holding: Holding, gen: torch.Generator,
                   level: float) -> pd.DataFrame:
     """:func:`holding_check` for each restricted model (label, table) at each of ``holding``'s
     temperatures, its ``deepest`` traps with ``chains`` chains of ``steps`` steps each."""
     frames = []
     for label, tab in restricted:
-        for T in holding["temperatures"]:
-            frames.append(holding_check(tab, T, traps=holding["deepest"], chains=holding["chains"],
-                                        steps=holding["steps"], gen=gen, level=level).assign(**label))
+        for T in holding.temperatures:
+            frames.append(holding_check(tab, T, traps=holding.deepest, chains=holding.chains, steps=holding.steps,
+                                        gen=gen, level=level).assign(**label))
     return pd.concat(frames, ignore_index=True)

@@ -139,11 +139,23 @@ def _write(path: Path, write) -> Path:
 
 def manifest_parameters(checked: dict) -> dict:
     """The parameters a chapter's manifest records: its validated values as the kernel runs with them
-    (:func:`textglauber.profile.check_chapter`), less ``results_root``, a path of this machine."""
-    return {k: v for k, v in checked.items() if k != "results_root"}
+    (:func:`textglauber.profile.check_chapter`), less ``results_root``, a path of this machine; its
+    typed sections and entries as the mappings they were given as (:func:`plain`)."""
+    return {k: plain(v) for k, v in checked.items() if k != "results_root"}
 
 
-def write_manifest(folder: str | Path, *, parameters: dict, models: list[dict], seed: int,
+def plain(value):
+    """``value`` with every typed parameter object in it (a profile section or model entry) as the
+    mapping it was given as: the keys that were set, no default the schema filled in. What a
+    manifest records and what a worker's description of a model holds."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(exclude_unset=True)
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def write_manifest(folder: str | Path, *, parameters: dict, models: list, seed: int,
                    tables: list[str], notes: list[str] | None = None, name: str = "manifest.json",
                    extra: dict | None = None) -> Path:
     """The JSON record beside a run's tables: time, commit, parameters, models, seed, tables and
@@ -154,7 +166,7 @@ def write_manifest(folder: str | Path, *, parameters: dict, models: list[dict], 
     target = _target(folder)
     digests = {t: file_digest(target / f"{t}.parquet") for t in tables if (target / f"{t}.parquet").is_file()}
     manifest = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "git": git_commit(), "parameters": parameters, "models": models, "seed": seed,
+                "git": git_commit(), "parameters": parameters, "models": plain(models), "seed": seed,
                 "tables": tables, "digests": digests, "versions": versions(), "notes": notes or [], **(extra or {})}
     if os.environ.get(REPLAY_ENV) and target != folder:
         return _compared(folder, manifest, name)

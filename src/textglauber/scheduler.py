@@ -176,7 +176,9 @@ def run_unit(unit: str, fn, *args, **kwargs):
 def model_label(model) -> str:
     """How a unit's name calls its model: the entry's ``name`` (a profile's model entry), or the class
     of a model object handed in directly (a test's scorer)."""
-    return str(model["name"]) if isinstance(model, dict) else type(model).__name__
+    from .profile import entry_name, is_model_entry
+
+    return entry_name(model) if is_model_entry(model) else type(model).__name__
 
 
 def run_all(units: list[tuple[str, object, tuple]], value: str | None = None) -> list:

@@ -233,7 +233,9 @@ def drift_unit(model, emb, device, dtype, n: int, T: float, init: np.ndarray, se
 
     from .engine import ChainSpec, run
 
-    if isinstance(model, dict):
+    from .profile import is_model_entry
+
+    if is_model_entry(model):
         from . import models
 
         lm, scorer = models.kept_mlm(model, device=device, dtype=dtype)

@@ -1,12 +1,16 @@
-"""What a chapter runs with is what its check returns (issue 53, item 2): every parameter of the
-chapter, each as the profile injects it (same value, same type, a mapping with the same keys, so
-the manifests record the parameters as before) and the schema's default where nothing gives one."""
+"""What a chapter runs with is what its check returns (issue 53, item 2; issue 66): every parameter
+of the chapter, a plain value as the profile injects it (same value, same type), a section or a list
+of model entries as the typed object its model declares, written back by the manifest as the mapping
+the profile gave (same keys, values and types); the schema's default where nothing gives one."""
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
+from pydantic import BaseModel
+
 from textglauber import profile as P
+from textglauber import results
 from textglauber.profile.values import Int, ListOf
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +21,7 @@ def same(a, b) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+        return sorted(a) == sorted(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     return a == b
@@ -34,9 +38,18 @@ def test_a_chapter_runs_with_what_the_profile_injects(profile):
         namespace = {**cell, **injected}                # the notebook's namespace once papermill ran its cells
         got = P.check_chapter(notebook, namespace)
         assert list(got) == list(model.model_fields), chapter
+        written = results.manifest_parameters(got)
         for key, value in injected.items():
-            assert same(got[key], value), (profile, chapter, key, got[key], value)
-            assert got[key] is value, (profile, chapter, key)          # passed on, not rebuilt
+            typed = got[key]
+            items = typed if isinstance(typed, list) else [typed]
+            if items and isinstance(items[0], BaseModel):                # a section, or model entries: typed
+                declared = model.model_fields[key].annotation
+                assert all(isinstance(x, BaseModel) for x in items), (profile, chapter, key)
+                assert typed == (declared.model_validate(value) if isinstance(declared, type) else typed)
+            else:
+                assert typed is value, (profile, chapter, key)          # passed on, not rebuilt
+            if key != "results_root":
+                assert same(written[key], value), (profile, chapter, key, written[key], value)
         for key in set(model.model_fields) - set(injected):
             field = model.model_fields[key]
             expected = field.default                  # the cell holds None: the schema's default stands

@@ -287,6 +287,7 @@ import pandas as pd  # noqa: E402  (only these tests need it)
 
 from textglauber import reported  # noqa: E402
 from textglauber.pages import incompatibility as incompatibility_page  # noqa: E402
+from textglauber.profile import IncompatibilityModel  # noqa: E402
 
 
 def _rows(model, kind, R, path1=None):
@@ -377,11 +378,11 @@ def test_preprint_table_puts_the_papers_means_above_this_runs():
 def test_protocol_sentence_sorts_each_choice_into_agrees_or_differs():
     proto = reported.RECTANGLE_PROTOCOL
     paper = _summary([["m", "mlm", proto["rectangles_per_model"], 0.5, 0.4, 0.6, 1.0, 0.3]])
-    same = incompatibility_page.protocol_sentence([{"corpus": "msmarco"}], paper, seq_len=12, n_rectangles=300,
+    same = incompatibility_page.protocol_sentence([IncompatibilityModel(name="m", corpus="msmarco")], paper, seq_len=12, n_rectangles=300,
                                        top_k=proto["top_k"], temperature=proto["temperature"])
     assert same == ("Protocol of this run: windows of n = 12 tokens; as in the preprint, passages from msmarco, "
                     "300 rectangles per masked LM, replacements from the top-50, T = 1.")
-    other = incompatibility_page.protocol_sentence([{"corpus": "tiny"}], paper.assign(rectangles=[20]), seq_len=12, n_rectangles=20,
+    other = incompatibility_page.protocol_sentence([IncompatibilityModel(name="m", corpus="tiny")], paper.assign(rectangles=[20]), seq_len=12, n_rectangles=20,
                                         top_k=proto["top_k"], temperature=2.0)
     assert other == ("Protocol of this run: windows of n = 12 tokens; as in the preprint, replacements from the top-50; "
                      "unlike the preprint, passages from tiny (the preprint: MS MARCO), 20 rectangles per masked LM "

@@ -13,7 +13,7 @@ import torch
 from textglauber import scheduler
 from textglauber.scheduler import RunSettings
 
-from conftest import truth_settings
+from conftest import escape_section, truth_settings
 
 pytestmark = pytest.mark.slow
 
@@ -191,7 +191,7 @@ ESCAPE = {"models": [{"name": "tiny-mlm"}, {"name": "tiny-mlm", "whole_words": T
 def _escape(where):
     from textglauber import traps
 
-    return traps.run_escape(ESCAPE, device="cpu", dtype="float32", gen=torch.Generator().manual_seed(0),
+    return traps.run_escape(escape_section(**ESCAPE), device="cpu", dtype="float32", gen=torch.Generator().manual_seed(0),
                             scheduler=where)
 
 

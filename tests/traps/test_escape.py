@@ -11,7 +11,9 @@ import torch
 from textglauber import exact, traps
 from textglauber.pages import traps as traps_page
 from textglauber.traps import escape, finder
+from textglauber.profile import EscapeGrowth
 from textglauber.traps.fits import mean_interval
+from conftest import escape_section
 
 
 @pytest.fixture(scope="module")
@@ -175,8 +177,8 @@ def test_the_section_protocol_sets_each_traps_holding_times_and_counts_its_cost(
     """measure_model on the tiny MLM: each trap's temperatures put its exact holding time (checked
     by finder.holding_steps, whose rows come from other batches: float32 scores differ in the last digits,
     and 1/T amplifies that to about 1e-3 in the holding time) at the log-spaced targets; every cell reports its rows and moves."""
-    p = {"seq_len": 6, "traps": 2, "candidates": 2, "chains": 6, "distances": [1, 2], "holding_decades": [2.0, 4.0],
-         "temperatures": 3, "horizon": 1e8, "max_moves": 30}
+    p = escape_section(seq_len=6, traps=2, candidates=2, chains=6, distances=[1, 2], holding_decades=[2.0, 4.0],
+                       temperatures=3, horizon=1e8, max_moves=30)
     cells, fits, pre = traps.measure_model(full_scorer, "tiny", p, torch.Generator().manual_seed(0), str)
     assert len(fits) == 2 * cells.trap.nunique() and len(cells) == 3 * len(fits) and len(pre) == cells.trap.nunique()
     k1 = fits[fits.k == 1]
@@ -272,8 +274,9 @@ def test_growth_runs_per_length_and_says_what_it_found(full_scorer):
     check lengths; the words name a lower bound as one and compute the growth from the table."""
     import pandas as pd
 
-    g = {"lengths": [6, 9], "traps": 2, "max_states": 60, "check_lengths": [6], "temperature": 0.5, "chains": 6}
-    gr = traps.escape_growth(full_scorer, "tiny", g, {"horizon": 1e12, "max_moves": 50}, torch.Generator().manual_seed(1))
+    g = EscapeGrowth(models=[{"name": "tiny-mlm"}], lengths=[6, 9], traps=2, max_states=60, check_lengths=[6],
+                     temperature=0.5, chains=6)
+    gr = traps.escape_growth(full_scorer, "tiny", g, torch.Generator().manual_seed(1), horizon=1e12, max_moves=50)
     assert list(gr.n) == [6, 9] and list(gr.k) == [2, 3]
     assert (gr.predicted_exponent >= gr.margin - 1e-9).all() and (gr.rows_scored >= 0).all()
     assert np.isfinite(gr["median"].iloc[0]) or gr.censored.iloc[0] > 0.5

@@ -13,6 +13,7 @@ from textglauber.pages import traps as traps_page
 from textglauber.traps import escape, finder, length
 from textglauber.traps import quasipotential as qp
 from textglauber.vocabulary import AllowedVocab
+from textglauber.profile import EscapeLength
 from conftest import JointScorer
 
 
@@ -163,10 +164,9 @@ def test_escape_length_slopes_against_exact_means(small_scorer):
     """The tiny MLM on three tokens at n = 4, 5, 6 (enumerable): one family, a row per length; at each
     length the exact slope column equals the slope of the exact means solved here, and the fitted
     slope's interval (60 chains at each of 4 temperatures, from medians) holds that exact slope."""
-    g = {"lengths": [4, 5, 6], "traps": 2, "max_states": 200, "temperatures": 4, "holding_decades": [2.0, 4.0],
-         "chains": 60}
-    el = traps.escape_length(small_scorer, "tiny", g, {"horizon": 1e30, "max_moves": 500},
-                             torch.Generator().manual_seed(2))
+    g = EscapeLength(models=[{"name": "tiny-mlm"}], lengths=[4, 5, 6], traps=2, max_states=200, temperatures=4,
+                     holding_decades=[2.0, 4.0], chains=60)
+    el = traps.escape_length(small_scorer, "tiny", g, torch.Generator().manual_seed(2), horizon=1e30, max_moves=500)
     assert list(el.n) == [4, 5, 6] and list(el.k) == [1, 2, 2] and (el.temperatures == 4).all()
     assert set(el.chosen) <= {"deepest found", "grown", "deepest found again"} and el.chosen.iloc[0] == "deepest found"
     for _, r in el.iterrows():

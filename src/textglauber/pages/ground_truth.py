@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..groundtruth import Comparison, cases, compare, holding_counts
 from ..ising import clique_ratios
+from ..profile import Holding
 from . import Headline
 from .reading import nowrap, table
 
@@ -89,14 +90,14 @@ def _on(h: pd.DataFrame, i) -> str:
     return f"{h.model[i]} on {{{', '.join(h.tokens[i].split())}}} at T = {h.temperature[i]:g}"
 
 
-def holding_sentence(h: pd.DataFrame, holding: dict, level: float) -> str:
+def holding_sentence(h: pd.DataFrame, holding: Holding, level: float) -> str:
     """What the holding times by jumps show against the exact means, and what they cost (Markdown)."""
     counts = holding_counts(h)
     seen = h[h.jumps > 0]
     rel = (seen["simulated mean holding time"] / seen["exact mean holding time"] - 1).abs()
-    parts = [f"{counts['traps']} traps, the {holding['deepest']} deepest of each restricted model at each temperature "
-             f"({', '.join(f'T = {t:g}' for t in holding['temperatures'])}), {holding['chains']} chains each with a "
-             f"budget of {holding['steps']:,} steps: the exact mean hold lies inside the {level:.0%} interval of the "
+    parts = [f"{counts['traps']} traps, the {holding.deepest} deepest of each restricted model at each temperature "
+             f"({', '.join(f'T = {t:g}' for t in holding.temperatures)}), {holding.chains} chains each with a "
+             f"budget of {holding.steps:,} steps: the exact mean hold lies inside the {level:.0%} interval of the "
              f"simulated one in {counts['inside']} of {counts['traps']}."]
     if len(seen):
         w = rel.idxmax()
@@ -106,7 +107,7 @@ def holding_sentence(h: pd.DataFrame, holding: dict, level: float) -> str:
     deep = h["exact mean holding time"].idxmax()
     parts.append(f"The deepest trap holds for {h['exact mean holding time'][deep]:,.3g} steps on average (exact; "
                  f"{_on(h, deep)}), "
-                 + ("more than the budget" if h['exact mean holding time'][deep] > holding["steps"] else "within the budget")
+                 + ("more than the budget" if h['exact mean holding time'][deep] > holding.steps else "within the budget")
                  + "; "
                  + f"{int(h.censored[deep])} of {int(h.chains[deep])} of its chains were still there at the end.")
     none_left = h[h.jumps == 0]

@@ -130,12 +130,13 @@ def preprint_table(summary: pd.DataFrame, profile: str) -> pd.DataFrame:
                                                         "95% CI high"]]
 
 
-def protocol_sentence(models: list[dict], summary: pd.DataFrame, *, seq_len: int, n_rectangles: int, top_k: int,
+def protocol_sentence(models: list, summary: pd.DataFrame, *, seq_len: int, n_rectangles: int, top_k: int,
                       temperature: float) -> str:
     """Where this run's protocol agrees with the preprint's and where it differs: corpus,
-    rectangles per masked LM, top-k, temperature."""
+    rectangles per masked LM, top-k, temperature. ``models``: the chapter's typed model entries
+    (:class:`textglauber.profile.IncompatibilityModel`)."""
     proto = reported.RECTANGLE_PROTOCOL
-    corpora = sorted({m["corpus"] for m in models})
+    corpora = sorted({m.corpus for m in models})
     differs, agrees = [], []
     (agrees if corpora == ["msmarco"] else differs).append(
         f"passages from {', '.join(corpora)}" + ("" if corpora == ["msmarco"] else f" (the preprint: {proto['corpus']})"))

@@ -43,11 +43,12 @@ A problem is one line: ``params/smoke.yaml: chapter 'incompatibility': temperatu
 be a finite number > 0`` (:func:`check_profile` raises :class:`ProfileError` with
 one line per problem).
 """
-from .chapters import CHAPTERS, Chapter, Cost, Escape, Phase, Traps, seed_topics_available
+from .chapters import (CHAPTERS, Chapter, Cost, Escape, EscapeGrowth, EscapeLength, Holding, IsingFit, IsingSeparation,
+                       Phase, Traps, seed_topics_available)
 from .checks import (DEFAULT_KEYS, INJECTED, artifact_problems, chapter_problems, check_raw, check_values,
                      profile_problems, unknown_parameters)
 from .entries import (BoundsModel, Closed, Control, EmbeddedModel, ExactModel, IncompatibilityModel, ModelEntry,
-                      ModelSpec, PhaseModel, relation)
+                      ModelSpec, PhaseModel, entry_name, is_model_entry, relation)
 from .errors import NAME_RE, ProfileError, show, where
 from .kernel import anchored_results, check_chapter, profile_values
 from .loader import (build_order, chapter_notebooks, chapter_parameters, check_profile, derive, load_profile, main,

@@ -8,6 +8,8 @@ import difflib
 import re
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from ..paths import repo_root
 from .chapters import CHAPTERS
 from .entries import Defaults, DerivedProfile, Profile
@@ -90,9 +92,12 @@ def check_values(notebook: str, values: dict) -> dict:
     run outside the build (``-p window 5``) too, and a name it injects that the chapter does not
     declare (:func:`unknown_parameters`). Raises :class:`ProfileError`, one line per problem.
 
-    Returns the values the chapter runs with: every parameter its model declares, as ``values``
-    gives it (the same objects: a nested mapping keeps its keys, an integer stays an integer, as
-    the manifests record them), and the model's default where ``values`` gives none."""
+    Returns the values the chapter runs with: every parameter its model declares, the model's
+    default where ``values`` gives none. A section or model entry (a nested mapping, or a list of
+    them) is the validated, typed object its model declares (:class:`~textglauber.profile.chapters.Escape`,
+    :class:`~textglauber.profile.entries.ModelSpec`, ...), read by attribute; a plain value is as
+    ``values`` gives it (an integer stays an integer). :func:`textglauber.results.manifest_parameters`
+    writes them back as the mappings they were given as."""
     model = CHAPTERS[notebook]
     given = {name: values[name] for name in model.model_fields if name in values}
     lines = []
@@ -106,7 +111,17 @@ def check_values(notebook: str, values: dict) -> dict:
     lines += problems(model, given, f"{notebook}: ", noun=f"a parameter of {notebook}")
     if lines:
         raise ProfileError("\n".join(lines))
-    return {name: given[name] if name in given else model.default_of(name) for name in model.model_fields}
+    typed = model.model_validate(given)
+    return {name: _sections(getattr(typed, name), given[name] if name in given else model.default_of(name))
+            for name in model.model_fields}
+
+
+def _sections(typed, given):
+    """A parameter as the chapter reads it: the typed object where it is a section or a list of
+    entries, else the value as given."""
+    if isinstance(typed, BaseModel) or (isinstance(typed, list) and typed and isinstance(typed[0], BaseModel)):
+        return typed
+    return given
 
 
 def profile_problems(spec: dict, path: Path, injected: dict[str, dict]) -> list[str]:

@@ -4,6 +4,7 @@ model): every one closed to keys it does not declare."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
@@ -116,6 +117,18 @@ class ModelEntry(Closed):
     @classmethod
     def role_of(cls, value: dict) -> str:
         return cls.role
+
+
+def is_model_entry(value) -> bool:
+    """Whether ``value`` names a model as a profile does (a mapping, or a typed entry that
+    :func:`textglauber.profile.check_chapter` handed a chapter) rather than being a model object
+    handed in directly (a test's scorer)."""
+    return isinstance(value, (Mapping, ModelEntry))
+
+
+def entry_name(value) -> str:
+    """The ``name`` of a model entry, a mapping or a typed one."""
+    return str(value["name"] if isinstance(value, Mapping) else value.name)
 
 
 class ModelSpec(ModelEntry):

@@ -25,7 +25,9 @@ def block_unit(model, device, dtype, init: np.ndarray, spec: ChainSpec, seed: in
     (:func:`textglauber.models.kept_mlm`); ``model`` is a profile's model entry or a scorer (a test's)."""
     from ..engine import run
 
-    if isinstance(model, dict):
+    from ..profile import is_model_entry
+
+    if is_model_entry(model):
         from ..models import kept_mlm
 
         lm, scorer = kept_mlm(model, device=device, dtype=dtype)

@@ -16,6 +16,7 @@ import pandas as pd
 import torch
 
 from .. import exact, reported
+from ..profile import Escape, EscapeGrowth
 from ..seeding import child_seed
 from . import escape, quasipotential
 from .finder import find_traps
@@ -59,7 +60,7 @@ def _fit_row(model, j, ids, delta, Ts, holds, runs, bar, token) -> dict:
             "search rows": bar.rows, "search states": bar.states}
 
 
-def measure_model(scorer, model: str, p: dict, gen: torch.Generator, decode) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def measure_model(scorer, model: str, p: Escape, gen: torch.Generator, decode) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One model's cells (a row per trap, temperature and distance) and fits (a row per trap and
     distance). The traps are chosen by :func:`choose_traps`. Each trap's temperatures put its exact
     one-state holding time at ``temperatures`` log-spaced values over 10^holding_decades; every cell
@@ -67,27 +68,26 @@ def measure_model(scorer, model: str, p: dict, gen: torch.Generator, decode) -> 
     (:func:`textglauber.traps.escape.escape_times`).
     Rows are shared across the cells and searches of a model (:class:`textglauber.traps.escape.RowMemo`).
     The third table holds each trap at the preprint's temperature (:func:`at_preprint_temperature`)."""
-    memo, ks = escape.RowMemo(scorer), sorted(p["distances"])
+    memo, ks = escape.RowMemo(scorer), sorted(p.distances)
     cells, fits = [], []
     for j, (x, bars) in enumerate(choose_traps(memo, p, gen)):
         ids = " ".join(map(str, x.tolist()))
         rows = escape.site_scores(memo, x)
         delta = escape.margin(rows, x, scorer.vocab)
-        Ts = escape.temperatures_for(rows, x, scorer.vocab, np.logspace(*p["holding_decades"], p["temperatures"]))
+        Ts = escape.temperatures_for(rows, x, scorer.vocab, np.logspace(*p.holding_decades, p.temperatures))
         holds = escape.holding_times(rows, x, scorer.vocab, Ts)
         for k in ks:
             runs = []
             for T, hold in zip(Ts, holds):
                 before = memo.rows
-                runs.append(escape.escape_times(memo, x, k, T, p["chains"], p["horizon"], child_seed(gen),
-                                                max_jumps=p["max_moves"]))
+                runs.append(escape.escape_times(memo, x, k, T, p.chains, p.horizon, child_seed(gen), max_jumps=p.max_moves))
                 cells.append(_cell_row(model, j, ids, decode(x), delta, T, hold, runs[-1], memo.rows - before))
             fits.append(_fit_row(model, j, ids, delta, Ts, holds, runs, bars[k], lambda t: decode(torch.tensor([t]))))
     fits = pd.DataFrame(fits)
     return pd.DataFrame(cells), fits, at_preprint_temperature(memo, model, fits, p, gen)
 
 
-def model_escape(spec: dict, p: dict, seed: int, device: str, dtype: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def model_escape(spec, p: Escape, seed: int, device: str, dtype: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One model's part of the section (:func:`measure_model`), from its own seed: a unit of work that
     runs the same in this process or on a worker (:mod:`textglauber.scheduler`)."""
     from .. import models
@@ -97,38 +97,38 @@ def model_escape(spec: dict, p: dict, seed: int, device: str, dtype: str) -> tup
                          lambda x: lm.tokenizer.decode(x.tolist()))
 
 
-def run_escape(p: dict, *, device: str, dtype: str, gen: torch.Generator,
+def run_escape(p: Escape, *, device: str, dtype: str, gen: torch.Generator,
                scheduler: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The section's cells, fits and preprint-temperature rows over the models of ``p['models']``, one
+    """The section's cells, fits and preprint-temperature rows over the models of ``p.models``, one
     unit of work per model (:func:`model_escape`) on ``scheduler`` (:mod:`textglauber.scheduler`; None:
     its setting from the environment, serial by default). Every model's seed is drawn from ``gen``
     before any unit runs, so the scheduler changes no row."""
     from ..scheduler import run_all
 
-    seeds = [child_seed(gen) for _ in p["models"]]
-    units = [(f"traps, escape section, model {spec['name']}", model_escape, (spec, p, seed, device, dtype))
-             for spec, seed in zip(p["models"], seeds)]
+    seeds = [child_seed(gen) for _ in p.models]
+    units = [(f"traps, escape section, model {spec.name}", model_escape, (spec, p, seed, device, dtype))
+             for spec, seed in zip(p.models, seeds)]
     parts = run_all(units, scheduler)
     return tuple(pd.concat([part[j] for part in parts], ignore_index=True) for j in range(3))
 
 
-def choose_traps(memo, p: dict, gen: torch.Generator) -> list[tuple[torch.Tensor, dict]]:
+def choose_traps(memo, p: Escape, gen: torch.Generator) -> list[tuple[torch.Tensor, dict]]:
     """The section's traps with their barriers (k -> :class:`~textglauber.traps.quasipotential.Barrier`):
     the finder's first max(``candidates``, ``traps``) traps, each with its
     exponent at every distance, the traps with a non-trivial exponent (:func:`nontrivial`) at some
     k > 1 first, in the finder's order, then the others; the first ``traps`` of that order. The rule
     reads no escape time, so it cannot favour an agreement."""
-    found = find_traps(memo, p["seq_len"], max(p["traps"], p["candidates"]), gen)
+    found = find_traps(memo, p.seq_len, max(p.traps, p.candidates), gen)
     scored = []
     for x in found:
-        bars = {k: quasipotential.barrier(memo, x, k) for k in sorted(p["distances"])}
+        bars = {k: quasipotential.barrier(memo, x, k) for k in sorted(p.distances)}
         delta = escape.margin(escape.site_scores(memo, x), x, memo.vocab)
         scored.append((not any(nontrivial(b.exponent, delta) for k, b in bars.items() if k > 1), x, bars))
     scored.sort(key=lambda t: t[0])                 # stable: the finder's order within each group
-    return [(x, bars) for _, x, bars in scored[:p["traps"]]]
+    return [(x, bars) for _, x, bars in scored[:p.traps]]
 
 
-def at_preprint_temperature(scorer, model: str, fits: pd.DataFrame, p: dict, gen: torch.Generator) -> pd.DataFrame:
+def at_preprint_temperature(scorer, model: str, fits: pd.DataFrame, p: Escape, gen: torch.Generator) -> pd.DataFrame:
     """Each trap of ``fits`` at the preprint's temperature (:data:`textglauber.reported.TRAPS`): its
     exact one-state holding time there, and the median escape time to distance 2 from ``chains``
     chains, where they reach it within the horizon and the event budget."""
@@ -138,7 +138,7 @@ def at_preprint_temperature(scorer, model: str, fits: pd.DataFrame, p: dict, gen
     for (j, ids), f in fits.groupby(["trap", "trap_ids"], sort=True):
         x = torch.tensor([int(t) for t in ids.split()])
         hold = escape.holding_times(escape.site_scores(scorer, x), x, scorer.vocab, [T])[0]
-        run = escape.escape_times(scorer, x, 2, T, p["chains"], p["horizon"], child_seed(gen), max_jumps=p["max_moves"])
+        run = escape.escape_times(scorer, x, 2, T, p.chains, p.horizon, child_seed(gen), max_jumps=p.max_moves)
         med = summarize(run.times, run.censored, n_boot=500)
         out.append({"model": model, "trap": j, "trap_ids": ids, "margin": float(f.margin.iloc[0]), "temperature": T,
                     "one-state holding time": float(hold), "k": 2, "median": med["median"],
@@ -146,36 +146,37 @@ def at_preprint_temperature(scorer, model: str, fits: pd.DataFrame, p: dict, gen
     return pd.DataFrame(out)
 
 
-def escape_growth(scorer, model: str, g: dict, p: dict, gen: torch.Generator) -> pd.DataFrame:
-    """Escape against length, decided by the scores: at each of ``g["lengths"]``, the deepest of up to
-    ``g["traps"]`` perfect traps the finder reaches (the largest margin) and its V_k at k = ceil(n/4)
-    (:func:`textglauber.traps.quasipotential.barrier`, at most ``g["max_states"]`` states opened); at the
-    ``check_lengths``, ``chains`` chains at ``temperature`` to the same distance (``p``'s horizon and
-    event budget), to test the prediction's growth against measured escape times."""
+def escape_growth(scorer, model: str, g: EscapeGrowth, gen: torch.Generator, *, horizon: float,
+                  max_moves: int) -> pd.DataFrame:
+    """Escape against length, decided by the scores: at each of ``g.lengths``, the deepest of up to
+    ``g.traps`` perfect traps the finder reaches (the largest margin) and its V_k at k = ceil(n/4)
+    (:func:`textglauber.traps.quasipotential.barrier`, at most ``g.max_states`` states opened); at the
+    ``g.check_lengths``, ``g.chains`` chains at ``g.temperature`` to the same distance (the escape
+    section's ``horizon`` and event budget ``max_moves``), to test the prediction's growth against
+    measured escape times."""
     memo, out = escape.RowMemo(scorer), []
-    for n in g["lengths"]:
+    for n in g.lengths:
         k = math.ceil(n / 4)
         row = {"model": model, "n": n, "k": k}
-        traps = find_traps(memo, n, g["traps"], gen)
+        traps = find_traps(memo, n, g.traps, gen)
         if not traps:
             out.append({**row, "exponent case": "no trap"})
             continue
         margins = [escape.margin(escape.site_scores(memo, x), x, scorer.vocab) for x in traps]
         x = traps[int(np.argmax(margins))]
-        bar = quasipotential.barrier(memo, x, k, max_states=g["max_states"])
+        bar = quasipotential.barrier(memo, x, k, max_states=g.max_states)
         row.update({"trap_ids": " ".join(map(str, x.tolist())), "margin": max(margins), "traps found": len(traps),
                     "predicted_exponent": bar.value, "exponent": bar.exponent, "exponent case": bar.case,
-                    "rows_scored": bar.rows, "search states": bar.states, "temperature": g["temperature"]})
-        if n in g["check_lengths"]:
-            run = escape.escape_times(memo, x, k, g["temperature"], g["chains"], p["horizon"], child_seed(gen),
-                                      max_jumps=p["max_moves"])
+                    "rows_scored": bar.rows, "search states": bar.states, "temperature": g.temperature})
+        if n in g.check_lengths:
+            run = escape.escape_times(memo, x, k, g.temperature, g.chains, horizon, child_seed(gen), max_jumps=max_moves)
             med = summarize(run.times, run.censored, n_boot=500)
             row.update({key: med[key] for key in ("chains", "censored", "median", "median_low", "median_high")})
         out.append(row)
     return pd.DataFrame(out)
 
 
-def exactness(tables: list[tuple[str, object]], p: dict, gen: torch.Generator) -> pd.DataFrame:
+def exactness(tables: list[tuple[str, object]], p: Escape, gen: torch.Generator) -> pd.DataFrame:
     """The exactness cases (:func:`exact_cases`) of each enumerated model ``(name, TabulatedScorer)``,
     each run and compared with its exact law (mean and whole distribution,
     :func:`textglauber.traps.escape.check_against_exact`) at one Bonferroni level: 99% for the family, so a
@@ -187,19 +188,19 @@ def exactness(tables: list[tuple[str, object]], p: dict, gen: torch.Generator) -
     level = 1 - FAMILY_MISS / max(1, 2 * len(cases))          # two tests a case: the mean and the distribution
     rows = []
     for name, tab, (T, x, k, chain, want), cap in cases:
-        rows.append({"model": name, **escape.check_against_exact(tab, chain, x, k, T, p["exact_chains"], child_seed(gen),
-                                                                 level, max_jumps=p["exact_max_moves"], want=want,
+        rows.append({"model": name, **escape.check_against_exact(tab, chain, x, k, T, p.exact_chains, child_seed(gen),
+                                                                 level, max_jumps=p.exact_max_moves, want=want,
                                                                  basin_cap=cap)})
     return pd.DataFrame(rows)
 
 
-def exact_cases(table_scorer, p: dict):
+def exact_cases(table_scorer, p: Escape):
     """(T, deepest state, k, chain, exact escape) for each exact temperature and distance up to n. The
     exact expected number of moves may be astronomical: the superbasin makes each case a few events."""
-    for T in p["exact_temperatures"]:
+    for T in p.exact_temperatures:
         chain = exact.glauber_kernel(table_scorer, table_scorer.n, T)
         x = int(exact.deepest_traps(chain.kernel, 1)[0])
-        for k in p["exact_distances"]:
+        for k in p.exact_distances:
             if k <= table_scorer.n:
                 yield T, x, k, chain, escape.exact_escape(chain, x, k)
 

@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from .. import exact
+from ..profile import EscapeLength
 from ..seeding import child_seed
 from . import escape, quasipotential
 from .escape_section import nontrivial
@@ -87,29 +88,30 @@ def exact_slope(scorer, state: torch.Tensor, k: int, temperatures) -> float:
     return float(np.polyfit(1 / np.asarray(temperatures, float), logs, 1)[0])
 
 
-def _temperatures(exponent: float, rows, x, vocab, g: dict) -> np.ndarray:
-    """``g["temperatures"]`` temperatures at which exp(exponent / T) takes log-spaced values over
+def _temperatures(exponent: float, rows, x, vocab, g: EscapeLength) -> np.ndarray:
+    """``g.temperatures`` temperatures at which exp(exponent / T) takes log-spaced values over
     10^holding_decades: the escape section's holding-time rule would put a trap whose exponent is
     many times its margin out of any horizon. The rule fixes where on the 1/T axis the medians lie,
     not their slope. Where the exponent is unknown, the one-state holding time's rule instead."""
-    decades = np.linspace(*g["holding_decades"], g["temperatures"])
+    decades = np.linspace(*g.holding_decades, g.temperatures)
     if math.isfinite(exponent) and exponent > 0:
         return exponent / (decades * math.log(10))
     return escape.temperatures_for(rows, x, vocab, 10.0 ** decades)
 
 
-def length_row(memo, model: str, trap: LengthTrap, g: dict, p: dict, gen: torch.Generator) -> dict:
+def length_row(memo, model: str, trap: LengthTrap, g: EscapeLength, gen: torch.Generator, *, horizon: float,
+               max_moves: int) -> dict:
     """One length of the family: the exponent at k = ceil(n/4), the Arrhenius slope over ``g``'s
-    temperatures (:func:`_temperatures`) and, where the chain is enumerable, the exact slope."""
+    temperatures (:func:`_temperatures`; chains stopped at ``horizon`` or ``max_moves`` events) and,
+    where the chain is enumerable, the exact slope."""
     x, n = trap.state, trap.n
     k = math.ceil(n / 4)
     rows = escape.site_scores(memo, x)
     delta = escape.margin(rows, x, memo.vocab)
     before = memo.rows
-    bar = quasipotential.barrier(memo, x, k, max_states=g["max_states"])
+    bar = quasipotential.barrier(memo, x, k, max_states=g.max_states)
     Ts = _temperatures(bar.exponent, rows, x, memo.vocab, g)
-    runs = [escape.escape_times(memo, x, k, T, g["chains"], p["horizon"], child_seed(gen), max_jumps=p["max_moves"])
-            for T in Ts]
+    runs = [escape.escape_times(memo, x, k, T, g.chains, horizon, child_seed(gen), max_jumps=max_moves) for T in Ts]
     fit = arrhenius(Ts, [(r.times, r.censored) for r in runs], n_boot=500)
     inside = bool(fit.slope_low <= bar.exponent <= fit.slope_high)
     return {"model": model, "n": n, "trap": " ".join(map(str, x.tolist())), "k": k, "margin": delta,
@@ -120,10 +122,11 @@ def length_row(memo, model: str, trap: LengthTrap, g: dict, p: dict, gen: torch.
             "events": int(sum(r.moves.sum() for r in runs)), "rows scored": int(memo.rows - before)}
 
 
-def escape_length(scorer, model: str, g: dict, p: dict, gen: torch.Generator) -> pd.DataFrame:
+def escape_length(scorer, model: str, g: EscapeLength, gen: torch.Generator, *, horizon: float,
+                  max_moves: int) -> pd.DataFrame:
     """The ``escape_length`` table of one model: a row per length of its family (:func:`nested_traps`,
-    from ``g["traps"]`` traps found at the shortest length), each from :func:`length_row`. ``p`` gives
-    the horizon and the event budget of the escape section."""
+    from ``g.traps`` traps found at the shortest length), each from :func:`length_row` with the escape
+    section's ``horizon`` and event budget ``max_moves``."""
     memo = escape.RowMemo(scorer)
-    family = nested_traps(memo, sorted(g["lengths"]), g["traps"], gen)
-    return pd.DataFrame([length_row(memo, model, t, g, p, gen) for t in family])
+    family = nested_traps(memo, sorted(g.lengths), g.traps, gen)
+    return pd.DataFrame([length_row(memo, model, t, g, gen, horizon=horizon, max_moves=max_moves) for t in family])

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from textglauber import profile as P
+from textglauber import results
 from textglauber.profile import notebooks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +97,7 @@ def test_a_bare_papermill_run_runs_the_smoke_profiles_values(chapter, notebook):
     cell = P.notebook_parameters(ROOT / notebook)
     assert cell["profile"] == "smoke"
     assert all(v is None for k, v in cell.items() if k not in P.INJECTED), cell
-    got = P.check_chapter(notebook, cell)
+    got = results.manifest_parameters(P.check_chapter(notebook, cell))    # sections as the mappings given
     injected = P.chapter_parameters("smoke", chapter)
     differ = {k: (got.get(k), v) for k, v in injected.items() if k not in P.INJECTED and not same(got.get(k), v)}
     assert not differ, f"{notebook}: a bare run differs from params/smoke.yaml at {differ}"

@@ -146,8 +146,8 @@ def manifest_parameters(checked: dict) -> dict:
 
 def plain(value):
     """``value`` with every typed parameter object in it (a profile section or model entry) as the
-    mapping it was given as: the keys that were set, no default the schema filled in. What a
-    manifest records and what a worker's description of a model holds."""
+    mapping it was given as: the keys that were set, no default the schema filled in (what a
+    manifest records)."""
     if hasattr(value, "model_dump"):
         return value.model_dump(exclude_unset=True)
     if isinstance(value, (list, tuple)):

@@ -89,3 +89,19 @@ def test_an_entry_read_as_part_of_a_model_keeps_its_declared_keys_fills_defaults
     for bad in ({"candidates": 1}, {"noise": -0.5}, {"kind": "mlm"}):
         with pytest.raises(ValueError):
             Control.part_of({"name": "tiny-causal", "kind": "causal", "corpus": "tiny", **bad})
+
+
+def test_a_typed_entry_is_a_model_entry_and_a_scorer_is_not():
+    """The units of work take a profile's model entry (now typed, as a chapter hands it on) or a
+    model object a test hands in: a typed entry must load its model, not be used as a scorer."""
+    from textglauber import scheduler
+    from textglauber.profile import EmbeddedModel, ModelSpec, entry_name, is_model_entry
+
+    typed = EmbeddedModel(name="tiny-mlm", corpus="tiny", embedder="self")
+    for entry in (typed, {"name": "tiny-mlm"}, ModelSpec(name="tiny-mlm")):
+        assert is_model_entry(entry) and entry_name(entry) == "tiny-mlm" == scheduler.model_label(entry)
+
+    class Scorer:
+        name = "not an entry"
+
+    assert not is_model_entry(Scorer()) and scheduler.model_label(Scorer()) == "Scorer"

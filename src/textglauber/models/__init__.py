@@ -30,11 +30,11 @@ The parts, each importing only those above it:
 - ``headers``, ``folders``  what a model's files are, read without loading them
 - ``loading``    :func:`load`, :func:`tokenizer`, :class:`LoadedModel`
 - ``scorers``    :class:`MaskedLMScorer`, :class:`CausalLMScorer`, :func:`open_mlm`, :func:`kept_mlm`
+- ``preflight``  :func:`check_models`, :func:`length_problems`, :func:`token_problems`, :func:`wanted_models`,
+  :func:`or_skip`
 
 ``loading`` and ``scorers`` import torch; they load when one of their names is first asked of the
 package, so what only names, finds and checks models imports no torch.
-- ``preflight``  :func:`check_models`, :func:`length_problems`, :func:`token_problems`, :func:`wanted_models`,
-  :func:`or_skip`
 """
 from .folders import ROLES, folder_problems, model_folder, model_kind
 from .lookup import resolve

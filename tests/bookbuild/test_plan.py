@@ -206,6 +206,11 @@ def test_the_chapters_checked_before_compute_are_those_that_may_compute(tmp_path
                                                   "ground_truth": "skip"}
     assert plan.computing(got, list(status)) == ["crossover"]
     assert plan.computing([], ["bounds", "traps"]) == ["bounds", "traps"]
+    # a re-render that reads a chapter which runs may run in full after it: 'maybe', and checked up front
+    status = {"bounds": (False, "its inputs changed: notebook"), "crossover": ("render", "pages (phase.py)")}
+    got = {ln.name: ln for ln in lines_for(spec, list(status), tmp_path, status.get, measure=no_probe)}
+    assert got["crossover"].action == "maybe" and got["crossover"].why == "re-rendered unless the results of bounds change"
+    assert plan.computing(list(got.values()), list(status)) == ["bounds", "crossover"]
 
 
 def test_announce_never_stops_a_build(tmp_path):

@@ -82,8 +82,8 @@ def chapter_lines(profile: str, spec: dict, chapters: list[str], staged: Path, r
                   forced: str | None, probe_: Probe, status=None) -> list[Line]:
     """One line per selected chapter in build order. Run, render or skip is the build's own decision
     (``status``: :func:`textglauber.bookbuild.stamps.action` over the chapter's inputs now); a chapter
-    that would be skipped but reads one that runs is 'maybe': its key changes only if the upstream
-    results do."""
+    that would be skipped or re-rendered but reads one that runs is 'maybe': its key changes only if
+    the upstream results do (and then its science runs, so its models are checked before any compute)."""
     if status is None:
         def status(ch):
             inputs = stamps.chapter_inputs(spec, profile, ch, results_root)
@@ -96,17 +96,18 @@ def chapter_lines(profile: str, spec: dict, chapters: list[str], staged: Path, r
             what, why = ("run", forced) if forced else status(ch)
         except Exception as exc:             # the build decides again when it gets there
             what, why = "run", f"could not tell now ({type(exc).__name__}: {exc})"
-        if what == "render":                 # the science is not run (a re-render stopped runs it in full)
+        ups = [u for u in spec["chapters"][ch].get("reads", []) if u in running]
+        if what == "render" and not ups:     # the science is not run (a re-render stopped runs it in full)
             lines.append(Line("chapter", ch, "render", why, 0.0, ""))
             continue
-        complete = what in (True, "skip")
-        ups = [u for u in spec["chapters"][ch].get("reads", []) if u in running]
+        complete = what in (True, "skip", "render")
         if complete and not ups:
             lines.append(Line("chapter", ch, "skip", why, 0.0, ""))
             continue
         action = "run" if not complete else "maybe"
         if complete:
-            why = f"skipped unless the results of {', '.join(ups)} change"
+            kept = "re-rendered" if what == "render" else "skipped"
+            why = f"{kept} unless the results of {', '.join(ups)} change"
         seconds, basis = expected(profile, ch, prm, staged, results_root, probe_)
         lines.append(Line("chapter", ch, action, why, seconds, basis))
         running.add(ch)

@@ -2,6 +2,7 @@
 overrides and the MiniLM start's weights; see :mod:`textglauber.train_mlm`."""
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -33,8 +34,6 @@ class Preset:
     def weight_settings(self) -> dict:
         """The settings that decide the trained weights, as they read back from JSON: all but the
         guard (``max_hours``) and how often state is saved (``save_every``)."""
-        import json
-
         return json.loads(json.dumps({k: v for k, v in asdict(self).items() if k not in ("max_hours", "save_every")}))
 
 
